@@ -1,0 +1,60 @@
+// The engine's public API: submit token-level requests, receive events, cancel, read stats.
+// One engine thread owns the model; everything here is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "voltserve/request.h"
+#include "voltserve/status.h"
+
+namespace voltserve {
+
+class ModelRunner;
+
+struct EngineConfig {
+  int32_t max_running = 16;        // sequences decoded together
+  int32_t max_waiting = 64;        // bounded FCFS queue; beyond it submit() fails with kResourceExhausted
+  int32_t max_tokens_per_step = 256;  // token budget per step (chunked prefill + decodes)
+  int32_t prefill_chunk = 128;     // largest prompt chunk a sequence computes in one step
+};
+
+struct EngineStats {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;
+  int32_t kv_pages_total = 0;
+  int32_t kv_pages_free = 0;
+  int32_t state_slots_total = 0;
+  int32_t state_slots_free = 0;
+  int32_t context_length = 0;
+  uint64_t n_tokens_prompt_total = 0;
+  uint64_t n_tokens_generated_total = 0;
+  uint64_t n_steps = 0;
+  bool healthy = true;
+  bool draining = false;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // Takes ownership of the runner and starts the engine thread.
+  static Result<std::unique_ptr<Engine>> create(std::unique_ptr<ModelRunner> runner, const EngineConfig& config);
+
+  // Queues a request. Fails with kInvalidArgument (bad request), kOutOfRange (prompt + max_new_tokens
+  // beyond the context), kResourceExhausted (queue full) or kUnavailable (draining / unhealthy).
+  virtual Result<RequestId> submit(Request request, EventSink sink) = 0;
+  // Cancels a queued or running request; its final event (kCancelled) is delivered and its cache pages and
+  // state slot are back in the pool within one step. Unknown ids are ignored.
+  virtual void cancel(RequestId id) = 0;
+  virtual EngineStats stats() const = 0;
+  // Stops admitting requests; in-flight ones finish. wait_idle() blocks until none are left.
+  virtual void drain() = 0;
+  virtual void wait_idle() = 0;
+  virtual int32_t context_length() const = 0;
+  virtual int32_t vocab_size() const = 0;
+};
+
+}  // namespace voltserve

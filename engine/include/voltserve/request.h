@@ -1,0 +1,51 @@
+// A generation request as the engine sees it (token ids, no JSON, no text), and the events it emits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "voltserve/sampling.h"
+#include "voltserve/status.h"
+
+namespace voltserve {
+
+using RequestId = uint64_t;
+
+struct Request {
+  std::string id;                       // for logs (`req=<id>`)
+  std::vector<int32_t> prompt_ids;      // non-empty
+  SamplingParams sampling;
+  int32_t max_new_tokens = 16;          // >= 1; the server has checked prompt + max_new_tokens <= context
+  std::vector<int32_t> stop_token_ids;  // generation ends (finish_reason "stop") after emitting one of these
+  bool ignore_eos = false;              // when true, stop_token_ids are not honoured
+  int32_t n_top_logprobs = -1;          // -1: no logprobs; 0..20: logprob of the chosen token + this many alternatives
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
+
+struct TokenLogprob {
+  int32_t token_id = 0;
+  float logprob = 0.0f;
+};
+
+// One event on a request's stream. Tokens arrive in order; exactly one event has finished = true and it is
+// the last. A token event may also be the finishing one (finish_reason kStop after a stop token, kLength).
+struct Event {
+  std::vector<int32_t> token_ids;                 // newly generated tokens (may be empty on the final event)
+  std::vector<TokenLogprob> logprobs;             // per token in token_ids, when requested
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // per token, n_top_logprobs alternatives
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  Status error;                                   // set when finish_reason == kError
+  int32_t n_tokens_prompt = 0;                    // filled on the final event
+  int32_t n_tokens_generated = 0;                 // filled on the final event
+  int64_t ttft_us = 0;                            // submit -> first token, filled on the final event
+};
+
+// Called on the engine thread; must not block for long (push to a queue and return).
+using EventSink = std::function<void(Event)>;
+
+}  // namespace voltserve

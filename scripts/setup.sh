@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs everything voltserve needs to build and test, idempotently: Debian packages (apt-get) and the
+# Python tools the differential and end-to-end tests use (pip). Safe to run again; it only installs what
+# is missing.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git curl
+  libcpp-httplib-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev
+  libpcre2-dev libutf8proc-dev
+  clang libclang-rt-14-dev   # libFuzzer targets
+)
+BACKPORTS_PACKAGES=(catch2)  # Catch2 v3 lives in bookworm-backports on Debian 12
+PIP_PACKAGES=(
+  "tokenizers>=0.22" "transformers>=5.2" "jinja2>=3.1" "openai>=1.40" numpy
+  "nvidia-cuda-nvcc-cu12==12.9.*" "nvidia-cuda-runtime-cu12==12.9.*"  # sm70 builds (CUDA 13 dropped Volta)
+)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing_apt=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing_apt+=("$p")
+done
+catch2_ok=0
+if dpkg-query -W -f='${Version}' libcatch2-dev 2>/dev/null | grep -q '^3\.'; then catch2_ok=1; fi
+if dpkg-query -W -f='${Version}' catch2 2>/dev/null | grep -q '^3\.'; then catch2_ok=1; fi
+
+if [ ${#missing_apt[@]} -gt 0 ] || [ $catch2_ok -eq 0 ]; then
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  if [ $catch2_ok -eq 0 ] && [ "$codename" = "bookworm" ]; then
+    if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+      echo "setup: adding bookworm-backports (Catch2 v3)"
+      echo "deb http://deb.debian.org/debian bookworm-backports main" | $SUDO tee /etc/apt/sources.list.d/bookworm-backports.list >/dev/null
+    fi
+  fi
+  echo "setup: apt-get install ${missing_apt[*]} ${BACKPORTS_PACKAGES[*]}"
+  $SUDO apt-get update -qq
+  if [ ${#missing_apt[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing_apt[@]}"
+  fi
+  if [ $catch2_ok -eq 0 ]; then
+    if [ "$codename" = "bookworm" ]; then
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq -t bookworm-backports "${BACKPORTS_PACKAGES[@]}"
+    else
+      DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${BACKPORTS_PACKAGES[@]}"
+    fi
+  fi
+fi
+
+PYTHON=${PYTHON:-python3}
+if ! "$PYTHON" - "${PIP_PACKAGES[@]}" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version, PackageNotFoundError
+import re
+for spec in sys.argv[1:]:
+    name = re.split(r"[<>=!]", spec)[0]
+    try:
+        version(name)
+    except PackageNotFoundError:
+        sys.exit(1)
+PY
+then
+  echo "setup: pip install ${PIP_PACKAGES[*]}"
+  "$PYTHON" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
+fi
+echo "setup: all dependencies present"

@@ -1,0 +1,18 @@
+// `voltserve bench`: placeholder until its issue lands.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+
+namespace voltserve::cli {
+
+void register_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "(not implemented yet)");
+  cmd->callback([] {
+    std::cerr << "voltserve bench: not implemented yet\n";
+    throw CLI::RuntimeError(2);
+  });
+}
+
+}  // namespace voltserve::cli

@@ -1,0 +1,18 @@
+// `voltserve serve`: placeholder until its issue lands.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli/commands.h"
+
+namespace voltserve::cli {
+
+void register_serve_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "(not implemented yet)");
+  cmd->callback([] {
+    std::cerr << "voltserve serve: not implemented yet\n";
+    throw CLI::RuntimeError(2);
+  });
+}
+
+}  // namespace voltserve::cli
