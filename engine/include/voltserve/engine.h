@@ -32,6 +32,7 @@ struct EngineStats {
   uint64_t n_tokens_prompt_total = 0;
   uint64_t n_tokens_generated_total = 0;
   uint64_t n_steps = 0;
+  uint64_t n_preemptions = 0;      // sequences that gave back their cache and recomputed later
   bool healthy = true;
   bool draining = false;
 };

@@ -1,0 +1,415 @@
+// The engine thread: continuous batching over plan_step(), sampling, events, cancellation and fault handling.
+#include "scheduler/engine_impl.h"
+
+#include <algorithm>
+#include <random>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "scheduler/loggers.h"
+
+namespace voltserve {
+
+namespace {
+
+int64_t micros_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+Status check_config(const ModelRunner* runner, const EngineConfig& c) {
+  if (runner == nullptr) return invalid_argument("Engine::create: the model runner is null");
+  if (c.max_running < 1) return invalid_argument("max_running must be >= 1, got " + std::to_string(c.max_running));
+  if (c.max_waiting < 0) return invalid_argument("max_waiting must be >= 0, got " + std::to_string(c.max_waiting));
+  if (c.prefill_chunk < 1) return invalid_argument("prefill_chunk must be >= 1, got " + std::to_string(c.prefill_chunk));
+  // Every running stream must be able to decode in every step, or the newest ones would starve.
+  if (c.max_tokens_per_step < c.max_running) {
+    return invalid_argument("max_tokens_per_step (" + std::to_string(c.max_tokens_per_step) +
+                            ") must be >= max_running (" + std::to_string(c.max_running) + ")");
+  }
+  const ModelInfo& info = runner->info();
+  const CacheGeometry g = runner->geometry();
+  if (info.vocab_size < 1) return invalid_argument("the runner reports vocab_size " + std::to_string(info.vocab_size));
+  if (info.n_vocab_real < 0 || info.n_vocab_real > info.vocab_size) {
+    return invalid_argument("the runner reports n_vocab_real " + std::to_string(info.n_vocab_real) +
+                            " outside [0, vocab_size " + std::to_string(info.vocab_size) + "]");
+  }
+  if (info.context_length < 2) {
+    return invalid_argument("the runner reports context_length " + std::to_string(info.context_length));
+  }
+  if (g.page_size < 1 || g.n_pages < 1 || g.n_slots < 1) {
+    return invalid_argument("the runner reports an empty cache: page_size " + std::to_string(g.page_size) +
+                            ", n_pages " + std::to_string(g.n_pages) + ", n_slots " + std::to_string(g.n_slots));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<ModelRunner> runner, const EngineConfig& config) {
+  VS_RETURN_IF_ERROR(check_config(runner.get(), config));
+  const CacheGeometry g = runner->geometry();
+  // A sequence must fit in the KV pool on its own, or the oldest one could never finish.
+  const int64_t pool_tokens = static_cast<int64_t>(g.n_pages) * g.page_size;
+  const int32_t context = static_cast<int32_t>(std::min<int64_t>(runner->info().context_length, pool_tokens));
+  engine_log().info("engine: model '{}' vocab {} (real {}) context {} (model {}), {} KV pages x {} tokens, {} state "
+                    "slots, max_running {}, max_waiting {}, max_tokens_per_step {}, prefill_chunk {}",
+                    runner->info().name, runner->info().vocab_size, runner->info().n_vocab_real, context,
+                    runner->info().context_length, g.n_pages, g.page_size, g.n_slots, config.max_running,
+                    config.max_waiting, config.max_tokens_per_step, config.prefill_chunk);
+  return std::unique_ptr<Engine>(new EngineImpl(std::move(runner), config, context));
+}
+
+EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineConfig& config, int32_t context_length)
+    : runner_(std::move(runner)),
+      config_(config),
+      geometry_(runner_->geometry()),
+      pages_(geometry_.n_pages),
+      slots_(geometry_.n_slots) {
+  const ModelInfo& info = runner_->info();
+  limits_.vocab_size = info.vocab_size;
+  limits_.n_vocab_real = info.n_vocab_real > 0 ? info.n_vocab_real : info.vocab_size;
+  limits_.context_length = context_length;
+  sched_limits_.max_running = std::min(config.max_running, geometry_.n_slots);
+  sched_limits_.max_tokens_per_step = config.max_tokens_per_step;
+  sched_limits_.prefill_chunk = config.prefill_chunk;
+  sched_limits_.page_size = geometry_.page_size;
+  seed_base_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  {
+    std::lock_guard lk(mutex_);
+    publish_stats_locked();
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineImpl::~EngineImpl() {
+  {
+    std::lock_guard lk(mutex_);
+    stop_ = true;
+  }
+  wake_cv_.notify_all();
+  thread_.join();
+}
+
+Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
+  VS_RETURN_IF_ERROR(validate_request(request, limits_));
+  if (!sink) return invalid_argument("submit: the event sink is empty");
+  const std::string name = request.id;
+  const size_t n_prompt = request.prompt_ids.size();
+  auto seq = std::make_unique<Sequence>(0, std::move(request), std::move(sink), 0, limits_.n_vocab_real,
+                                        geometry_.page_size);
+  RequestId id = 0;
+  {
+    std::lock_guard lk(mutex_);
+    if (!healthy_) return unavailable("the engine is unhealthy after a model failure; not accepting requests");
+    if (draining_ || stop_) return unavailable("the engine is draining; not accepting new requests");
+    if (n_waiting_ >= config_.max_waiting) {
+      return resource_exhausted("the waiting queue is full (" + std::to_string(n_waiting_) + " of " +
+                                std::to_string(config_.max_waiting) + " requests waiting)");
+    }
+    id = next_id_++;
+    seq->id = id;
+    uint64_t sm = seed_base_ ^ (id * 0x9e3779b97f4a7c15ULL);
+    const uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : splitmix64(sm);
+    seq->sampler = Sampler(seq->request.sampling, seed, limits_.n_vocab_real);
+    live_ids_.insert(id);
+    ++n_waiting_;
+    incoming_.push_back(std::move(seq));
+    stats_.n_waiting = n_waiting_;
+  }
+  wake_cv_.notify_one();
+  sched_log().debug("req={} queued as #{} with {} prompt tokens", name, id, n_prompt);
+  return id;
+}
+
+void EngineImpl::cancel(RequestId id) {
+  {
+    std::lock_guard lk(mutex_);
+    if (!live_ids_.contains(id)) return;
+    cancel_requests_.push_back(id);
+  }
+  wake_cv_.notify_one();
+}
+
+EngineStats EngineImpl::stats() const {
+  std::lock_guard lk(mutex_);
+  return stats_;
+}
+
+void EngineImpl::drain() {
+  {
+    std::lock_guard lk(mutex_);
+    draining_ = true;
+    stats_.draining = true;
+  }
+  engine_log().info("engine: draining; new requests are refused, in-flight ones finish");
+}
+
+void EngineImpl::wait_idle() {
+  std::unique_lock lk(mutex_);
+  idle_cv_.wait(lk, [&] { return live_ids_.empty(); });
+}
+
+void EngineImpl::publish_stats_locked() {
+  EngineStats& s = stats_;
+  s.n_running = 0;
+  for (const auto& seq : seqs_) s.n_running += (seq->admitted && !seq->finished) ? 1 : 0;
+  s.n_waiting = n_waiting_;
+  s.kv_pages_total = pages_.n_total();
+  s.kv_pages_free = pages_.n_free();
+  s.state_slots_total = slots_.n_total();
+  s.state_slots_free = slots_.n_free();
+  s.context_length = limits_.context_length;
+  s.n_tokens_prompt_total = counters_.n_tokens_prompt_total;
+  s.n_tokens_generated_total = counters_.n_tokens_generated_total;
+  s.n_steps = counters_.n_steps;
+  s.n_preemptions = counters_.n_preemptions;
+  s.healthy = healthy_;
+  s.draining = draining_;
+}
+
+void EngineImpl::run() {
+  bool progressed = false;
+  while (true) {
+    std::vector<RequestId> cancels;
+    bool healthy = true;
+    {
+      std::unique_lock lk(mutex_);
+      wake_cv_.wait(lk, [&] {
+        return stop_ || !incoming_.empty() || !cancel_requests_.empty() || (progressed && !seqs_.empty());
+      });
+      if (stop_) break;
+      while (!incoming_.empty()) {
+        seqs_.push_back(std::move(incoming_.front()));
+        incoming_.pop_front();
+      }
+      cancels.swap(cancel_requests_);
+      healthy = healthy_;
+    }
+    apply_cancels(cancels);
+    if (!healthy) fail_all(unavailable("the engine is unhealthy after a model failure"));
+    remove_finished();
+    progressed = !seqs_.empty() && step();
+    remove_finished();
+    {
+      std::lock_guard lk(mutex_);
+      publish_stats_locked();
+    }
+    idle_cv_.notify_all();
+  }
+  // Shutting down: nobody may be left waiting for a final event.
+  {
+    std::lock_guard lk(mutex_);
+    while (!incoming_.empty()) {
+      seqs_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
+    }
+    cancel_requests_.clear();
+  }
+  for (auto& seq : seqs_) {
+    if (!seq->finished) finish(*seq, FinishReason::kCancelled, Status::ok());
+  }
+  remove_finished();
+}
+
+void EngineImpl::apply_cancels(const std::vector<RequestId>& ids) {
+  for (RequestId id : ids) {
+    for (auto& seq : seqs_) {
+      if (seq->id == id && !seq->finished) {
+        finish(*seq, FinishReason::kCancelled, Status::ok());
+        break;
+      }
+    }
+  }
+}
+
+bool EngineImpl::step() {
+  std::vector<SchedSeq> views;
+  views.reserve(seqs_.size());
+  for (const auto& s : seqs_) {
+    views.push_back({s->id, s->admitted, s->n_computed, static_cast<int32_t>(s->tokens.size()), s->pages.n_pages()});
+  }
+  const StepPlan plan = plan_step(views, sched_limits_, pages_.n_free(), slots_.n_free());
+
+  for (int32_t i : plan.preempted) {
+    Sequence& s = *seqs_[static_cast<size_t>(i)];
+    sched_log().info("req={} preempted (recompute): gives back {} pages and slot {}, {} tokens to recompute",
+                     s.request.id, s.pages.n_pages(), s.slot, s.tokens.size());
+    release_resources(s);
+    ++counters_.n_preemptions;
+    std::lock_guard lk(mutex_);
+    ++n_waiting_;
+  }
+  if (plan.items.empty()) return !plan.preempted.empty();
+
+  std::vector<SeqStep> steps;
+  steps.reserve(plan.items.size());
+  int32_t n_logits = 0;
+  for (const StepItem& item : plan.items) {
+    Sequence& s = *seqs_[static_cast<size_t>(item.seq)];
+    if (item.admit) {
+      const std::optional<int32_t> slot = slots_.allocate();
+      if (!slot) {
+        fail_all(internal_error("scheduler admitted a sequence but no state slot is free"));
+        return false;
+      }
+      s.slot = *slot;
+      s.admitted = true;
+      {
+        std::lock_guard lk(mutex_);
+        --n_waiting_;
+      }
+      if (Status st = runner_->reset_slot(s.slot); !st.is_ok()) {
+        on_runner_failure(st);
+        return false;
+      }
+      if (!s.counted_prompt) {
+        counters_.n_tokens_prompt_total += static_cast<uint64_t>(s.n_prompt);
+        s.counted_prompt = true;
+      }
+      sched_log().debug("req={} admitted to slot {} at n_computed {}", s.request.id, s.slot, s.n_computed);
+    }
+    if (!s.pages.grow_to(s.n_computed + item.n_tokens, pages_)) {
+      fail_all(internal_error("scheduler planned more KV pages than are free"));
+      return false;
+    }
+    SeqStep st;
+    st.slot = s.slot;
+    st.page_table = s.pages.pages();
+    st.n_past = s.n_computed;
+    st.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.n_computed),
+                                                           static_cast<size_t>(item.n_tokens));
+    st.need_logits = item.need_logits;
+    n_logits += item.need_logits ? 1 : 0;
+    steps.push_back(st);
+  }
+  sched_log().debug("step {}: {} sequences, {} tokens, {} new pages, {} admitted, {} preempted", counters_.n_steps,
+                    plan.items.size(), plan.n_tokens, plan.n_new_pages, plan.n_admitted, plan.preempted.size());
+
+  Status st = runner_->forward(steps, logits_);
+  ++counters_.n_steps;
+  const size_t vocab = static_cast<size_t>(limits_.vocab_size);
+  if (st.is_ok() && logits_.size() != static_cast<size_t>(n_logits) * vocab) {
+    st = internal_error("the runner returned " + std::to_string(logits_.size()) + " logits, expected " +
+                        std::to_string(n_logits) + " rows x " + std::to_string(vocab));
+  }
+  if (!st.is_ok()) {
+    on_runner_failure(st);
+    return false;
+  }
+  for (const StepItem& item : plan.items) seqs_[static_cast<size_t>(item.seq)]->n_computed += item.n_tokens;
+
+  size_t row = 0;
+  for (const StepItem& item : plan.items) {
+    if (!item.need_logits) continue;
+    const std::span<const float> logits = std::span<const float>(logits_).subspan(row * vocab, vocab);
+    ++row;
+    Sequence& s = *seqs_[static_cast<size_t>(item.seq)];
+    Result<int32_t> token = s.sampler.try_sample(logits, s.prompt(), s.generated());
+    if (!token.is_ok()) {
+      engine_log().error("req={} sampling failed: {}", s.request.id, token.status().to_string());
+      finish(s, FinishReason::kError, token.status());
+      continue;
+    }
+    emit_token(s, *token, logits);
+  }
+  return true;
+}
+
+void EngineImpl::emit_token(Sequence& seq, int32_t token, std::span<const float> logits_row) {
+  if (seq.n_generated() == 0) seq.ttft_us = micros_since(seq.submitted_at);
+  seq.tokens.push_back(token);
+  ++counters_.n_tokens_generated_total;
+  Event ev;
+  ev.token_ids.push_back(token);
+  if (seq.request.n_top_logprobs >= 0) {
+    TokenLogprob chosen;
+    std::vector<TokenLogprob> top;
+    log_softmax_top(logits_row.first(static_cast<size_t>(limits_.n_vocab_real)), token, seq.request.n_top_logprobs,
+                    chosen, top);
+    ev.logprobs.push_back(chosen);
+    ev.top_logprobs.push_back(std::move(top));
+  }
+  const std::vector<int32_t>& stops = seq.request.stop_token_ids;
+  FinishReason reason = FinishReason::kNone;
+  if (!seq.request.ignore_eos && std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    reason = FinishReason::kStop;
+  } else if (seq.n_generated() >= seq.request.max_new_tokens ||
+             static_cast<int32_t>(seq.tokens.size()) >= limits_.context_length) {
+    reason = FinishReason::kLength;
+  }
+  if (reason != FinishReason::kNone) {
+    finish(seq, reason, Status::ok(), std::move(ev));
+    return;
+  }
+  seq.sink(std::move(ev));
+}
+
+void EngineImpl::release_resources(Sequence& seq) {
+  if (Status st = seq.pages.release_all(pages_); !st.is_ok()) {
+    engine_log().error("req={} releasing pages: {}", seq.request.id, st.to_string());
+  }
+  if (seq.slot >= 0) {
+    if (Status st = slots_.release(seq.slot); !st.is_ok()) {
+      engine_log().error("req={} releasing slot: {}", seq.request.id, st.to_string());
+    }
+  }
+  seq.slot = -1;
+  seq.admitted = false;
+  seq.n_computed = 0;
+}
+
+void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event event) {
+  const bool was_waiting = !seq.admitted;
+  release_resources(seq);
+  seq.finished = true;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.n_tokens_prompt = seq.n_prompt;
+  event.n_tokens_generated = seq.n_generated();
+  event.ttft_us = seq.ttft_us;
+  if (reason == FinishReason::kError) {
+    event.error = error.is_ok() ? internal_error("request failed") : std::move(error);
+  }
+  engine_log().info("req={} finished: {} prompt={} generated={} ttft_us={}{}", seq.request.id,
+                    finish_reason_name(reason), seq.n_prompt, seq.n_generated(), seq.ttft_us,
+                    event.error.is_ok() ? "" : " error=" + event.error.to_string());
+  {
+    // Pools are back in the stats before the client sees its final event.
+    std::lock_guard lk(mutex_);
+    if (was_waiting) --n_waiting_;
+    publish_stats_locked();
+  }
+  seq.sink(std::move(event));
+  {
+    std::lock_guard lk(mutex_);
+    live_ids_.erase(seq.id);
+  }
+  idle_cv_.notify_all();
+}
+
+void EngineImpl::fail_all(const Status& error) {
+  for (auto& seq : seqs_) {
+    if (!seq->finished) finish(*seq, FinishReason::kError, error);
+  }
+}
+
+void EngineImpl::on_runner_failure(const Status& error) {
+  {
+    std::lock_guard lk(mutex_);
+    healthy_ = false;
+    publish_stats_locked();
+  }
+  if (!logged_fault_) {
+    logged_fault_ = true;
+    engine_log().error("engine: the model runner failed, the engine is now unhealthy and refuses requests: {}",
+                       error.to_string());
+  }
+  fail_all(error);
+}
+
+void EngineImpl::remove_finished() {
+  std::erase_if(seqs_, [](const std::unique_ptr<Sequence>& s) { return s->finished; });
+}
+
+}  // namespace voltserve

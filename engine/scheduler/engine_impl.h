@@ -1,0 +1,86 @@
+// The Engine: one thread owns the ModelRunner and loops plan -> forward -> sample -> emit events. Other threads
+// only submit, cancel and read stats through a mutex. Tested against a fake runner in tests/scheduler/.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "cache/id_pool.h"
+#include "runner/model_runner.h"
+#include "scheduler/request_validation.h"
+#include "scheduler/scheduler.h"
+#include "scheduler/sequence.h"
+#include "voltserve/engine.h"
+
+namespace voltserve {
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineConfig& config, int32_t context_length);
+  // Stops the engine thread; requests still in flight get a final kCancelled event.
+  ~EngineImpl() override;
+
+  Result<RequestId> submit(Request request, EventSink sink) override;
+  void cancel(RequestId id) override;
+  EngineStats stats() const override;
+  void drain() override;
+  void wait_idle() override;
+  int32_t context_length() const override { return limits_.context_length; }
+  int32_t vocab_size() const override { return limits_.vocab_size; }
+
+ private:
+  void run();
+  // One scheduling step; false when nothing could be scheduled (the thread then sleeps until news arrive).
+  bool step();
+  void apply_cancels(const std::vector<RequestId>& ids);
+  // Emits `token` (and logprobs) for seq, and finishes it on a stop token or at its length limit.
+  void emit_token(Sequence& seq, int32_t token, std::span<const float> logits_row);
+  // Frees the sequence's pages and slot, sends its final event (token_ids may carry a last token).
+  void finish(Sequence& seq, FinishReason reason, Status error, Event event = {});
+  void fail_all(const Status& error);
+  // Marks the engine unhealthy, logs once, fails every live request with `error`.
+  void on_runner_failure(const Status& error);
+  void release_resources(Sequence& seq);
+  void remove_finished();
+  // Engine thread only (it reads engine-thread state), with mutex_ held.
+  void publish_stats_locked();
+
+  // Immutable after construction.
+  std::unique_ptr<ModelRunner> runner_;
+  EngineConfig config_;
+  CacheGeometry geometry_;
+  RequestLimits limits_;
+  SchedulerLimits sched_limits_;
+
+  // Shared with submitting threads, guarded by mutex_.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_cv_;
+  std::condition_variable idle_cv_;
+  std::deque<std::unique_ptr<Sequence>> incoming_;
+  std::unordered_set<RequestId> live_ids_;  // submitted and not yet finished
+  std::vector<RequestId> cancel_requests_;
+  RequestId next_id_ = 1;
+  int32_t n_waiting_ = 0;  // not admitted: incoming + waiting in the engine thread
+  bool draining_ = false;
+  bool stop_ = false;
+  bool healthy_ = true;
+  EngineStats stats_;
+
+  // Engine thread only.
+  std::vector<std::unique_ptr<Sequence>> seqs_;  // live sequences in arrival order
+  PageAllocator pages_;
+  SlotAllocator slots_;
+  std::vector<float> logits_;
+  bool logged_fault_ = false;
+  EngineStats counters_;  // token, step and preemption counters, published into stats_
+  uint64_t seed_base_ = 0;  // mixed with the request id for requests without a seed
+
+  std::thread thread_;  // last: starts after every member above is constructed
+};
+
+}  // namespace voltserve

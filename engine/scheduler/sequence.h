@@ -1,0 +1,48 @@
+// One live request inside the engine thread: its tokens, progress, cache resources and sampler.
+// Owned and touched by the engine thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cache/page_table.h"
+#include "sampling/sampler.h"
+#include "voltserve/request.h"
+
+namespace voltserve {
+
+struct Sequence {
+  Sequence(RequestId id_in, Request request_in, EventSink sink_in, uint64_t seed, int32_t n_vocab_real,
+           int32_t page_size)
+      : id(id_in),
+        request(std::move(request_in)),
+        sink(std::move(sink_in)),
+        sampler(request.sampling, seed, n_vocab_real),
+        tokens(request.prompt_ids),
+        n_prompt(static_cast<int32_t>(request.prompt_ids.size())),
+        pages(page_size),
+        submitted_at(std::chrono::steady_clock::now()) {}
+
+  int32_t n_generated() const { return static_cast<int32_t>(tokens.size()) - n_prompt; }
+  std::span<const int32_t> prompt() const { return std::span<const int32_t>(tokens).first(static_cast<size_t>(n_prompt)); }
+  std::span<const int32_t> generated() const { return std::span<const int32_t>(tokens).subspan(static_cast<size_t>(n_prompt)); }
+
+  RequestId id;
+  Request request;
+  EventSink sink;
+  Sampler sampler;
+  std::vector<int32_t> tokens;  // prompt + generated; the last generated one is computed in the next step
+  int32_t n_prompt;
+  int32_t n_computed = 0;       // positions already in the cache (reset to 0 by a preemption)
+  bool admitted = false;        // holds a state slot
+  bool counted_prompt = false;  // prompt tokens added to the stats (once, even if recomputed)
+  bool finished = false;
+  int32_t slot = -1;
+  PageTable pages;
+  std::chrono::steady_clock::time_point submitted_at;
+  int64_t ttft_us = 0;
+};
+
+}  // namespace voltserve
