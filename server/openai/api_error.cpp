@@ -1,0 +1,72 @@
+// The error table (see api_error.h). 5xx only for the server's own faults: the SDKs retry 5xx and 429.
+#include "openai/api_error.h"
+
+namespace voltserve::openai {
+
+const ErrorKind& error_kind(ErrorCode code) {
+  static const ErrorKind kInvalidJson{400, "invalid_request_error", "invalid_json"};
+  static const ErrorKind kInvalidRequest{400, "invalid_request_error", "invalid_value"};
+  static const ErrorKind kUnsupported{400, "invalid_request_error", "unsupported_value"};
+  static const ErrorKind kContext{400, "invalid_request_error", "context_length_exceeded"};
+  static const ErrorKind kApiKey{401, "authentication_error", "invalid_api_key"};
+  static const ErrorKind kModel{404, "not_found_error", "model_not_found"};
+  static const ErrorKind kNotFound{404, "not_found_error", "not_found"};
+  static const ErrorKind kMethod{405, "invalid_request_error", "method_not_allowed"};
+  static const ErrorKind kTooLarge{413, "invalid_request_error", "payload_too_large"};
+  static const ErrorKind kQueueFull{429, "rate_limit_error", "queue_full"};
+  static const ErrorKind kInternal{500, "server_error", "internal_error"};
+  static const ErrorKind kUnavailable{503, "server_error", "unavailable"};
+  static const ErrorKind kTimeout{504, "server_error", "timeout"};
+  switch (code) {
+    case ErrorCode::kInvalidJson: return kInvalidJson;
+    case ErrorCode::kInvalidRequest: return kInvalidRequest;
+    case ErrorCode::kUnsupported: return kUnsupported;
+    case ErrorCode::kContextLengthExceeded: return kContext;
+    case ErrorCode::kInvalidApiKey: return kApiKey;
+    case ErrorCode::kModelNotFound: return kModel;
+    case ErrorCode::kNotFound: return kNotFound;
+    case ErrorCode::kMethodNotAllowed: return kMethod;
+    case ErrorCode::kPayloadTooLarge: return kTooLarge;
+    case ErrorCode::kQueueFull: return kQueueFull;
+    case ErrorCode::kInternal: return kInternal;
+    case ErrorCode::kUnavailable: return kUnavailable;
+    case ErrorCode::kTimeout: return kTimeout;
+  }
+  return kInternal;
+}
+
+nlohmann::ordered_json error_body(const ApiError& error) {
+  const ErrorKind& kind = error_kind(error.code());
+  nlohmann::ordered_json e;
+  e["message"] = error.what();
+  e["type"] = kind.type;
+  e["param"] = error.param().empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(error.param());
+  e["code"] = kind.code;
+  nlohmann::ordered_json body;
+  body["error"] = std::move(e);
+  return body;
+}
+
+ApiError api_error_from_status(const Status& status, std::string param) {
+  ErrorCode code = ErrorCode::kInternal;
+  switch (status.code()) {
+    case StatusCode::kInvalidArgument: code = ErrorCode::kInvalidRequest; break;
+    case StatusCode::kOutOfRange: code = ErrorCode::kContextLengthExceeded; break;
+    case StatusCode::kResourceExhausted: code = ErrorCode::kQueueFull; break;
+    case StatusCode::kUnavailable: code = ErrorCode::kUnavailable; break;
+    case StatusCode::kUnimplemented: code = ErrorCode::kUnsupported; break;
+    case StatusCode::kNotFound: code = ErrorCode::kNotFound; break;
+    default: code = ErrorCode::kInternal; break;
+  }
+  return ApiError(code, status.message().empty() ? status.to_string() : status.message(), std::move(param));
+}
+
+void fail_invalid(const std::string& param, const std::string& message) {
+  throw ApiError(ErrorCode::kInvalidRequest, message, param);
+}
+
+void fail_unsupported(const std::string& param, const std::string& message) {
+  throw ApiError(ErrorCode::kUnsupported, message, param);
+}
+
+}  // namespace voltserve::openai

@@ -1,0 +1,39 @@
+// The error table: every code has a status and a type; bodies have the four OpenAI keys.
+#include <catch2/catch_test_macros.hpp>
+
+#include "openai/api_error.h"
+
+using namespace voltserve;
+using namespace voltserve::openai;
+
+TEST_CASE("error table maps codes to status and type", "[unit]") {
+  CHECK(error_kind(ErrorCode::kInvalidJson).http_status == 400);
+  CHECK(error_kind(ErrorCode::kInvalidApiKey).http_status == 401);
+  CHECK(std::string(error_kind(ErrorCode::kInvalidApiKey).type) == "authentication_error");
+  CHECK(error_kind(ErrorCode::kModelNotFound).http_status == 404);
+  CHECK(std::string(error_kind(ErrorCode::kModelNotFound).code) == "model_not_found");
+  CHECK(error_kind(ErrorCode::kPayloadTooLarge).http_status == 413);
+  CHECK(error_kind(ErrorCode::kQueueFull).http_status == 429);
+  CHECK(error_kind(ErrorCode::kUnavailable).http_status == 503);
+  CHECK(std::string(error_kind(ErrorCode::kContextLengthExceeded).code) == "context_length_exceeded");
+}
+
+TEST_CASE("error body has message, type, param, code", "[unit]") {
+  auto body = error_body(ApiError(ErrorCode::kInvalidRequest, "bad temperature", "temperature"));
+  REQUIRE(body.contains("error"));
+  CHECK(body["error"]["message"] == "bad temperature");
+  CHECK(body["error"]["type"] == "invalid_request_error");
+  CHECK(body["error"]["param"] == "temperature");
+  CHECK(body["error"]["code"] == "invalid_value");
+  auto no_param = error_body(ApiError(ErrorCode::kInvalidJson, "x"));
+  CHECK(no_param["error"]["param"].is_null());
+}
+
+TEST_CASE("engine statuses map into the table", "[unit]") {
+  CHECK(api_error_from_status(resource_exhausted("queue full")).http_status() == 429);
+  CHECK(api_error_from_status(out_of_range("too long")).http_status() == 400);
+  CHECK(api_error_from_status(unavailable("draining")).http_status() == 503);
+  CHECK(api_error_from_status(invalid_argument("bad")).http_status() == 400);
+  CHECK(api_error_from_status(internal_error("boom")).http_status() == 500);
+  CHECK(std::string(api_error_from_status(internal_error("boom")).what()) == "boom");
+}
