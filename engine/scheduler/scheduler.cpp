@@ -63,6 +63,13 @@ class Planner {
 
   // Preempts the newest admitted sequences that are newer than `requester` until `need` pages are free.
   bool make_room(int32_t requester, int32_t need) {
+    int32_t reachable = free_pages_;
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      if (live_admitted(static_cast<int32_t>(i)) && seqs_[i].arrival > seqs_[requester].arrival) {
+        reachable += seqs_[i].n_pages_held + new_pages_[i];
+      }
+    }
+    if (reachable < need) return false;  // preempting everyone newer would not be enough: preempt no one
     while (free_pages_ < need) {
       int32_t victim = -1;
       for (auto it = order_.rbegin(); it != order_.rend(); ++it) {
