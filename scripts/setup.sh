@@ -65,4 +65,25 @@ then
   echo "setup: pip install ${PIP_PACKAGES[*]}"
   "$PYTHON" -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}"
 fi
+# CUDA 12 cuobjdump + nvdisasm for scripts/check-sm70.sh (CUDA 13's disassembler refuses sm_70 SASS). They ship
+# inside the triton 3.4.0 wheel (CUDA 12.8 tools); only those two binaries are kept.
+CUDA12_TOOLS=${VOLTSERVE_CUDA12_TOOLS:-$HOME/.cache/voltserve/cuda12-tools}
+if [ "$(uname -m)" = "x86_64" ] && { [ ! -x "$CUDA12_TOOLS/bin/cuobjdump" ] || [ ! -x "$CUDA12_TOOLS/bin/nvdisasm" ]; }; then
+  echo "setup: CUDA 12 cuobjdump/nvdisasm into $CUDA12_TOOLS"
+  tools_tmp=$(mktemp -d)
+  "$PYTHON" -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.11 \
+    --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 -d "$tools_tmp" "triton==3.4.0"
+  "$PYTHON" - "$tools_tmp" "$CUDA12_TOOLS" <<'PY'
+import glob, os, sys, zipfile
+src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(os.path.join(dst, "bin"), exist_ok=True)
+with zipfile.ZipFile(glob.glob(os.path.join(src, "triton-*.whl"))[0]) as z:
+    for name in ("cuobjdump", "nvdisasm"):
+        out = os.path.join(dst, "bin", name)
+        with z.open("triton/backends/nvidia/bin/" + name) as f, open(out, "wb") as g:
+            g.write(f.read())
+        os.chmod(out, 0o755)
+PY
+  rm -rf "$tools_tmp"
+fi
 echo "setup: all dependencies present"

@@ -1,0 +1,389 @@
+// bench_linear (also `voltserve bench linear`): per 27B layer shape, codec, family and M, the time of one
+// linear_forward under CUDA-graph replay with rotating weight copies (> 2x L2), median of many replays, as
+// us, GB/s and % of a read ceiling measured in the same run (read-only kernel over >= 4 GB); for M >= 512 the
+// TFLOP/s next to a plain cuBLAS fp16 GEMM of the same shape. Prints a summary table last.
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "linear/linear.h"
+
+using namespace voltserve::kernels;
+
+#define CK(call)                                                                                         \
+  do {                                                                                                   \
+    cudaError_t e_ = (call);                                                                             \
+    if (e_ != cudaSuccess) {                                                                             \
+      std::fprintf(stderr, "bench_linear: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, \
+                   __LINE__);                                                                            \
+      std::exit(1);                                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+namespace {
+
+__global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
+  uint32_t acc = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcs(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads alive
+}
+
+__device__ uint32_t hash32(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<uint32_t>(x);
+}
+
+// mode 0: random bytes; 1: e4m3 group scales in [2^-3, 2^7]; 2: finite e4m3 weights; 3: fp16 in [-1, 1].
+__global__ void fill_kernel(uint8_t* p, size_t n, uint64_t seed, int mode) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint32_t r = hash32(seed * 0x9E3779B97F4A7C15ull + i);
+    if (mode == 0) p[i] = static_cast<uint8_t>(r);
+    if (mode == 1) p[i] = static_cast<uint8_t>(((4 + r % 11) << 3) | ((r >> 8) & 7));
+    if (mode == 2) p[i] = static_cast<uint8_t>(((r >> 16) & 0x80) | ((r % 13) << 3) | ((r >> 8) & 7));
+    if (mode == 3 && i % 2 == 0) {
+      const __half h = __float2half((static_cast<float>(r & 0xFFFF) / 32768.0f) - 1.0f);
+      std::memcpy(p + i, &h, 2);
+    }
+  }
+}
+
+void fill(void* p, size_t n, uint64_t seed, int mode) {
+  fill_kernel<<<1024, 256>>>(static_cast<uint8_t*>(p), n, seed, mode);
+  CK(cudaGetLastError());
+}
+
+template <typename F>
+double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
+  enqueue(0);  // warm-up outside capture (lazy init of cuBLAS and modules)
+  CK(cudaStreamSynchronize(s));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < launches; ++i) enqueue(i);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphLaunch(ge, s));  // warm-up replay
+  CK(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<double> t;
+  for (int r = 0; r < replays; ++r) {
+    CK(cudaEventRecord(a, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1000.0 / launches);
+  }
+  std::sort(t.begin(), t.end());
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  return t[t.size() / 2];
+}
+
+struct Shape {
+  const char* name;
+  int64_t n, k;
+  int count;  // occurrences in the 27B model (weights for the weighted averages)
+};
+
+const Shape kShapes[] = {
+    {"gdn.in_proj_qkv", 10240, 5120, 48}, {"gdn.in_proj_z", 6144, 5120, 48}, {"gdn.out_proj", 5120, 6144, 48},
+    {"attn.q_proj", 12288, 5120, 16},     {"attn.k/v_proj", 1024, 5120, 32}, {"attn.o_proj", 5120, 6144, 16},
+    {"mlp.gate/up", 17408, 5120, 128},    {"mlp.down", 5120, 17408, 64},     {"lm_head", 248320, 5120, 1},
+};
+
+struct Row {
+  std::string shape;
+  WeightCodec codec;
+  KernelFamily fam;
+  int64_t m;
+  double us, gbs, pct, weight_bytes;
+  int count;
+};
+
+struct Weights {
+  std::vector<void*> codes, scales;
+  size_t code_bytes = 0, scale_bytes = 0;
+  ~Weights() {
+    for (void* p : codes) cudaFree(p);
+    for (void* p : scales) cudaFree(p);
+  }
+};
+
+void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, int64_t n, int64_t k, size_t l2) {
+  const int tr = fam == KernelFamily::kSm70 ? 32 : 16;
+  const int kbb = fam == KernelFamily::kSm70 ? 16 : 32;
+  const int64_t rb = codec == WeightCodec::kNvfp4 ? k / 2 : k;
+  const int64_t units = (n + tr - 1) / tr * ((rb + kbb - 1) / kbb) * 32;
+  w.code_bytes = static_cast<size_t>(units * 16);
+  w.scale_bytes = codec == WeightCodec::kNvfp4 ? static_cast<size_t>(units * 2) : 0;
+  const size_t per = w.code_bytes + w.scale_bytes;
+  const int copies = static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, (3 * l2 + per - 1) / per)));
+  for (int c = 0; c < copies; ++c) {
+    void* p;
+    CK(cudaMalloc(&p, w.code_bytes));
+    fill(p, w.code_bytes, 11 + c, codec == WeightCodec::kNvfp4 ? 0 : 2);
+    w.codes.push_back(p);
+    if (w.scale_bytes) {
+      CK(cudaMalloc(&p, w.scale_bytes));
+      fill(p, w.scale_bytes, 77 + c, 1);
+      w.scales.push_back(p);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false;
+  bool sm70_too = true;
+  const char* out_path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--no-sm70")) sm70_too = false;
+    else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--out results.tsv]\n");
+      return 2;
+    }
+  }
+  int dev = 0;
+  CK(cudaSetDevice(dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  const int cc = prop.major * 10 + prop.minor;
+  const size_t l2 = static_cast<size_t>(prop.l2CacheSize);
+  std::printf("bench_linear: %s, cc %d, %d SMs, L2 %.0f MB\n", prop.name, cc, prop.multiProcessorCount, l2 / 1e6);
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cublasHandle_t cublas;
+  if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "bench_linear: cublasCreate failed\n");
+    return 1;
+  }
+  cublasSetStream(cublas, s);
+  unsigned* sink;
+  CK(cudaMalloc(&sink, 4));
+
+  // Read ceiling: read-only kernel over 4.5 GB (2 halves rotated).
+  double ceiling_gbs = 0;
+  {
+    const size_t bytes = size_t{4608} << 20;
+    void* buf;
+    CK(cudaMalloc(&buf, bytes));
+    fill(buf, bytes, 5, 0);
+    const size_t half = bytes / 2 / 16;
+    const int grid = prop.multiProcessorCount * 8;
+    const double us = median_us_graph(s, 4, 15, [&](int i) {
+      read_kernel<<<grid, 512, 0, s>>>(static_cast<const uint4*>(buf) + (i % 2) * half, half, sink);
+    });
+    ceiling_gbs = (bytes / 2) / (us * 1e3);
+    CK(cudaFree(buf));
+    std::printf("read ceiling: %.0f GB/s (read-only kernel, 2 x %.2f GB)\n", ceiling_gbs, bytes / 2 / 1e9);
+  }
+
+  std::vector<Row> rows;
+  void* x;
+  void* y;
+  void* ws;
+  const int64_t max_m = 2048;
+  CK(cudaMalloc(&x, max_m * 17408 * 2));
+  fill(x, max_m * 17408 * 2, 3, 3);
+  CK(cudaMalloc(&y, max_m * 17408 * 4));  // also >= 16 x 248320 x 4 (lm_head, M <= 16)
+  const size_t ws_bytes = size_t{1} << 30;
+  CK(cudaMalloc(&ws, ws_bytes));
+
+  std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  if (quick) ms = {1, 4, 8, 9, 16};
+  std::vector<KernelFamily> fams = {KernelFamily::kSm80};
+  if (cc < 80) fams = {KernelFamily::kSm70};
+  else if (sm70_too) fams.push_back(KernelFamily::kSm70);
+
+  for (const Shape& sh : kShapes) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;  // lm_head stays NVFP4 (ModelOpt recipe)
+      for (KernelFamily fam : fams) {
+        Weights w;
+        make_weights(w, codec, fam, sh.n, sh.k, l2);
+        const int copies = static_cast<int>(w.codes.size());
+        std::vector<int64_t> fam_ms = ms;
+        if (fam == KernelFamily::kSm70 && cc >= 80) fam_ms = {1, 8, 16};
+        for (int64_t m : fam_ms) {
+          auto view = [&](int i) {
+            PackedWeightView v;
+            v.codec = codec;
+            v.family = fam;
+            v.n = sh.n;
+            v.k = sh.k;
+            v.codes = static_cast<const uint8_t*>(w.codes[i % copies]);
+            v.scales = w.scale_bytes ? static_cast<const uint8_t*>(w.scales[i % copies]) : nullptr;
+            v.global_scale = 1.0f / 2048.0f;
+            v.tensor_scale = 0.01f;
+            return v;
+          };
+          LinearArgs a;
+          a.x = x;
+          a.m = m;
+          a.y = y;
+          a.stream = s;
+          const double us = median_us_graph(s, std::max(copies, 8), 21, [&](int i) {
+            const KernelStatus st = linear_forward(view(i), a);
+            if (!st.ok()) {
+              std::fprintf(stderr, "bench_linear: linear_forward: %s (%s:%d)\n", st.message, st.file, st.line);
+              std::exit(1);
+            }
+          });
+          const double bytes = static_cast<double>(w.code_bytes + w.scale_bytes) + m * sh.k * 2.0 + m * sh.n * 4.0;
+          const double gbs = bytes / (us * 1e3);
+          rows.push_back({sh.name, codec, fam, m, us, gbs, 100.0 * gbs / ceiling_gbs,
+                          static_cast<double>(w.code_bytes + w.scale_bytes), sh.count});
+          std::printf("%-16s n=%-6lld k=%-6lld %-5s %s m=%-3lld %9.2f us %7.0f GB/s %5.1f%%\n", sh.name,
+                      static_cast<long long>(sh.n), static_cast<long long>(sh.k), codec_name(codec), family_name(fam),
+                      static_cast<long long>(m), us, gbs, 100.0 * gbs / ceiling_gbs);
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+
+  // Large M: dequantize + cuBLAS (our path) vs cuBLAS fp16 GEMM on a ready fp16 weight.
+  struct Big {
+    std::string shape;
+    WeightCodec codec;
+    int64_t m;
+    double us, tflops, cublas_tflops;
+  };
+  std::vector<Big> bigs;
+  for (const Shape& sh : kShapes) {
+    if (sh.n == 248320) continue;
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      for (int64_t m : {int64_t{512}, int64_t{2048}}) {
+        if (quick && m == 2048) continue;
+        Weights w;
+        make_weights(w, codec, fams[0], sh.n, sh.k, 0);
+        PackedWeightView v;
+        v.codec = codec;
+        v.family = fams[0];
+        v.n = sh.n;
+        v.k = sh.k;
+        v.codes = static_cast<const uint8_t*>(w.codes[0]);
+        v.scales = w.scale_bytes ? static_cast<const uint8_t*>(w.scales[0]) : nullptr;
+        v.global_scale = 1.0f / 2048.0f;
+        v.tensor_scale = 0.01f;
+        LinearArgs a;
+        a.x = x;
+        a.m = m;
+        a.y = y;
+        a.stream = s;
+        a.cublas_handle = cublas;
+        a.workspace = ws;
+        a.workspace_bytes = ws_bytes;
+        const double us = median_us_graph(s, 4, 11, [&](int) {
+          const KernelStatus st = linear_forward(v, a);
+          if (!st.ok()) {
+            std::fprintf(stderr, "bench_linear: linear_forward: %s (%s:%d)\n", st.message, st.file, st.line);
+            std::exit(1);
+          }
+        });
+        // Plain cuBLAS fp16 GEMM with the fp16 weight already in `ws` (left there by the run above).
+        const float alpha = 1.0f, beta = 0.0f;
+        const double cus = median_us_graph(s, 4, 11, [&](int) {
+          cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(sh.n), static_cast<int>(m),
+                       static_cast<int>(sh.k), &alpha, ws, CUDA_R_16F, static_cast<int>(sh.k), x, CUDA_R_16F,
+                       static_cast<int>(sh.k), &beta, y, CUDA_R_32F, static_cast<int>(sh.n), CUBLAS_COMPUTE_32F,
+                       CUBLAS_GEMM_DEFAULT);
+        });
+        const double flops = 2.0 * m * sh.n * sh.k;
+        bigs.push_back({sh.name, codec, m, us, flops / (us * 1e6), flops / (cus * 1e6)});
+        std::printf("%-16s n=%-6lld k=%-6lld %-5s m=%-5lld %9.1f us %6.1f TFLOP/s  cuBLAS fp16 %6.1f TFLOP/s  %5.1f%%\n",
+                    sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k), codec_name(codec),
+                    static_cast<long long>(m), us, flops / (us * 1e6), flops / (cus * 1e6), 100.0 * cus / us);
+        std::fflush(stdout);
+      }
+    }
+  }
+
+  if (out_path != nullptr) {
+    if (FILE* f = std::fopen(out_path, "w")) {
+      std::fprintf(f, "shape\tcodec\tfamily\tm\tus\tGBps\tpct_ceiling\n");
+      for (const Row& r : rows)
+        std::fprintf(f, "%s\t%s\t%s\t%lld\t%.3f\t%.1f\t%.2f\n", r.shape.c_str(), codec_name(r.codec),
+                     family_name(r.fam), static_cast<long long>(r.m), r.us, r.gbs, r.pct);
+      for (const Big& b : bigs)
+        std::fprintf(f, "%s\t%s\tdequant+cublas\t%lld\t%.3f\tTFLOPs=%.1f\tcublas_fp16=%.1f\n", b.shape.c_str(),
+                     codec_name(b.codec), static_cast<long long>(b.m), b.us, b.tflops, b.cublas_tflops);
+      std::fclose(f);
+    }
+  }
+
+  // Summary: weight-byte weighted % of ceiling over the 27B layer shapes (x occurrences), lm_head apart.
+  std::printf("\n== summary (read ceiling %.0f GB/s) ==\n", ceiling_gbs);
+  std::printf("%-6s %-5s %-8s %8s %8s %8s\n", "family", "codec", "M", "layers%", "lm_head%", "min%");
+  for (KernelFamily fam : fams) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      for (int grp = 0; grp < 2; ++grp) {
+        double num = 0, den = 0, head = 0, mn = 1e9;
+        int head_n = 0;
+        for (const Row& r : rows) {
+          if (r.fam != fam || r.codec != codec) continue;
+          if ((grp == 0) != (r.m <= 8)) continue;
+          if (r.shape == "lm_head") {
+            head += r.pct;
+            ++head_n;
+            continue;
+          }
+          const double wgt = r.weight_bytes * r.count;
+          num += r.pct * wgt;
+          den += wgt;
+          mn = std::min(mn, r.pct);
+        }
+        if (den == 0) continue;
+        std::printf("%-6s %-5s %-8s %7.1f%% %7s %7.1f%%\n", family_name(fam), codec_name(codec), grp == 0 ? "1-8" : "9-16",
+                    num / den, head_n ? (std::to_string(static_cast<int>(head / head_n + 0.5)) + "%").c_str() : "-", mn);
+      }
+    }
+  }
+  // Mixed recipe (MLP NVFP4, attention/GDN FP8), sm80 family.
+  for (int grp = 0; grp < 2; ++grp) {
+    double num = 0, den = 0;
+    for (const Row& r : rows) {
+      if (r.fam != fams[0] || r.shape == "lm_head" || (grp == 0) != (r.m <= 8)) continue;
+      const bool mlp = r.shape.rfind("mlp", 0) == 0;
+      if (mlp != (r.codec == WeightCodec::kNvfp4)) continue;
+      num += r.pct * r.weight_bytes * r.count;
+      den += r.weight_bytes * r.count;
+    }
+    if (den > 0) std::printf("%-6s mixed %-8s %7.1f%%   (MLP NVFP4 + attention/GDN FP8)\n", family_name(fams[0]), grp == 0 ? "1-8" : "9-16", num / den);
+  }
+  double ratio_min = 1e9, ratio_sum = 0;
+  for (const Big& b : bigs) {
+    ratio_min = std::min(ratio_min, b.tflops / b.cublas_tflops);
+    ratio_sum += b.tflops / b.cublas_tflops;
+  }
+  if (!bigs.empty())
+    std::printf("M>=512 dequant+cuBLAS vs cuBLAS fp16: mean %.1f%%, min %.1f%%\n", 100.0 * ratio_sum / bigs.size(),
+                100.0 * ratio_min);
+  cublasDestroy(cublas);
+  return 0;
+}

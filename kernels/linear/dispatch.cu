@@ -1,0 +1,90 @@
+// linear_forward: host-side shape/pointer checks, then the M <= 16 decode kernel of the weight's family, or for
+// M >= 17 fp16 dequantization of row chunks into the caller's workspace followed by a cuBLAS fp16 GEMM (fp32
+// accumulation). Tested by tests/kernels/linear_gpu_test.cpp.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "linear/linear.h"
+
+namespace voltserve::kernels {
+
+namespace {
+
+KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
+  if (w.n <= 0 || w.k <= 0 || w.n % 16 != 0 || w.k % 16 != 0) {
+    return VS_KERNEL_FAIL(kBadShape, "linear: n and k must be positive multiples of 16");
+  }
+  if (w.n > (int64_t{1} << 30) || w.k > (int64_t{1} << 24)) return VS_KERNEL_FAIL(kBadShape, "linear: n or k too large");
+  if (w.codes == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: weight codes are null");
+  if (w.codec == WeightCodec::kNvfp4 && w.scales == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: NVFP4 scales are null");
+  if (a.x == nullptr || a.y == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: x or y is null");
+  if (a.m < 1) return VS_KERNEL_FAIL(kBadShape, "linear: m must be >= 1");
+  if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0) return VS_KERNEL_FAIL(kBadArgument, "linear: x must be 16-byte aligned");
+  return KernelStatus::Ok();
+}
+
+}  // namespace
+
+KernelFamily preferred_family(int compute_capability) {
+  return compute_capability >= 80 ? KernelFamily::kSm80 : KernelFamily::kSm70;
+}
+
+size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m) {
+  if (m <= kMaxDecodeRows) return 0;
+  const int64_t rows = std::min<int64_t>(w.n, 16384);  // chunk of rows dequantized at a time
+  return static_cast<size_t>(rows * w.k * 2);
+}
+
+KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
+  if (KernelStatus s = check(w, a); !s.ok()) return s;
+  const int path = a.force_path != 0 ? a.force_path : (a.m <= kMaxDecodeRows ? 1 : 2);
+  if (path == 1) {
+    if (a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "linear: the decode path takes m <= 16");
+    if (w.family == KernelFamily::kSm80) {
+      int dev = 0;
+      int major = 0;
+      VS_CUDA_TRY(cudaGetDevice(&dev));
+      VS_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+      if (major < 8) return VS_KERNEL_FAIL(kUnsupported, "linear: sm80-family weights on a device below sm_80");
+      return sm80::linear_decode(w, a);
+    }
+    return sm70::linear_decode(w, a);
+  }
+  if (path != 2) return VS_KERNEL_FAIL(kBadArgument, "linear: force_path must be 0, 1 or 2");
+  if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a cuBLAS handle");
+  if (a.workspace == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a workspace");
+  const int64_t rows_fit = static_cast<int64_t>(a.workspace_bytes / (static_cast<size_t>(w.k) * 2));
+  int64_t chunk = w.n;
+  if (rows_fit < w.n) {
+    chunk = rows_fit / 256 * 256;  // a multiple of both families' tile heights
+    if (chunk < 256) return VS_KERNEL_FAIL(kWorkspaceTooSmall, "linear: workspace holds fewer than 256 fp16 weight rows");
+  }
+  auto handle = static_cast<cublasHandle_t>(a.cublas_handle);
+  auto stream = static_cast<cudaStream_t>(a.stream);
+  if (cublasStatus_t st = cublasSetStream(handle, stream); st != CUBLAS_STATUS_SUCCESS) {
+    return kernel_error(KernelCode::kCudaError, "cublasSetStream", __FILE__, __LINE__, static_cast<int>(st));
+  }
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  for (int64_t row0 = 0; row0 < w.n; row0 += chunk) {
+    const int64_t rows = std::min<int64_t>(chunk, w.n - row0);
+    KernelStatus s = w.family == KernelFamily::kSm80 ? sm80::dequantize_f16(w, row0, rows, a.workspace, a.stream)
+                                                     : sm70::dequantize_f16(w, row0, rows, a.workspace, a.stream);
+    if (!s.ok()) return s;
+    // Column-major view: Y^T[rows, m] (ld n) = W_chunk[rows, k] (row-major = col-major k x rows, op T) * X^T.
+    void* yc = a.y_f32 ? static_cast<void*>(static_cast<float*>(a.y) + row0)
+                       : static_cast<void*>(static_cast<__half*>(a.y) + row0);
+    const cublasStatus_t st = cublasGemmEx(
+        handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(a.m), static_cast<int>(w.k),
+        &alpha, a.workspace, CUDA_R_16F, static_cast<int>(w.k), a.x, CUDA_R_16F, static_cast<int>(w.k), &beta, yc,
+        a.y_f32 ? CUDA_R_32F : CUDA_R_16F, static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      return kernel_error(KernelCode::kCudaError, "cublasGemmEx", __FILE__, __LINE__, static_cast<int>(st));
+    }
+  }
+  return KernelStatus::Ok();
+}
+
+}  // namespace voltserve::kernels

@@ -1,0 +1,76 @@
+// Weight-streaming linear layer y[m,n] = x[m,k] · W[n,k]^T for quantized weights (NVFP4 W4A16, FP8 W8A16):
+// the device entry point, its parameters and the weight layouts. CUDA-free header (raw pointers, no engine
+// types). Tested against linear_ref (tests/kernels/linear_gpu_test.cpp) on dequantized weights.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/kernel_status.h"
+
+namespace voltserve::kernels {
+
+enum class WeightCodec { kNvfp4, kFp8 };
+
+// The kernel family a packed weight is laid out for. kSm70: Volta instructions only (mma.m8n8k4, HFMA2),
+// 32-row tiles. kSm80: Ampere+ (mma.m16n8k16), 16-row tiles. Both run on any GPU >= their arch.
+enum class KernelFamily { kSm70, kSm80 };
+
+const char* family_name(KernelFamily f);
+const char* codec_name(WeightCodec c);
+
+// Device-resident weights in a family's layout (made by prepack_* then copied to the device).
+// NVFP4: codes + e4m3 group scales (one per 16 along k) + global_scale (multiplier, ModelOpt weight_scale_2).
+//        W[n,k] = e2m1(code) * e4m3(scale[n,k/16]) * global_scale.
+// FP8:   codes are e4m3 weights; W[n,k] = e4m3(code) * tensor_scale * (channel_scales ? channel_scales[n] : 1).
+struct PackedWeightView {
+  WeightCodec codec = WeightCodec::kNvfp4;
+  KernelFamily family = KernelFamily::kSm80;
+  int64_t n = 0;
+  int64_t k = 0;
+  const uint8_t* codes = nullptr;          // device, prepacked (size: packed_codes_bytes)
+  const uint8_t* scales = nullptr;         // device, prepacked NVFP4 group scales (nullptr for FP8)
+  float global_scale = 1.0f;               // NVFP4 per-tensor multiplier
+  float tensor_scale = 1.0f;               // FP8 per-tensor scale
+  const float* channel_scales = nullptr;   // FP8 per-output-channel scales [n], device, optional
+};
+
+// One call. x: [m, k] fp16 row-major (device). y: [m, n] row-major, fp32 (default) or fp16.
+// M <= 16 streams the packed weights once through tensor cores (the decode path); M >= 17 dequantizes
+// (a chunk of) W to fp16 in `workspace` and calls cuBLAS (needs cublas_handle and workspace_bytes >=
+// linear_workspace_bytes(w, m)).
+struct LinearArgs {
+  const void* x = nullptr;  // __half*
+  int64_t m = 0;
+  void* y = nullptr;
+  bool y_f32 = true;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  void* cublas_handle = nullptr;  // cublasHandle_t, owned by the caller (bound to `stream` by the callee)
+  void* stream = nullptr;         // cudaStream_t
+  int force_path = 0;             // 0: auto; 1: force the M<=16 decode kernel (needs m <= 16); 2: force dequant+GEMM
+};
+
+inline constexpr int64_t kMaxDecodeRows = 16;
+
+// Bytes of workspace the M >= 17 path wants (0 for m <= 16). Smaller workspaces still work (the weight is
+// processed in row chunks) as long as one chunk of 256 rows fits.
+size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m);
+
+// y = x · W^T. Checks shapes and pointers on the host, then launches on args.stream.
+KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& args);
+
+// Which family to prepack for on a device of compute capability major*10+minor (>= 80: kSm80, else kSm70).
+KernelFamily preferred_family(int compute_capability);
+
+// Family entry points (the dispatcher calls these; tests call them directly to cover both families).
+namespace sm70 {
+KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
+KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
+}  // namespace sm70
+namespace sm80 {
+KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
+KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
+}  // namespace sm80
+
+}  // namespace voltserve::kernels

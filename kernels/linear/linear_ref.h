@@ -1,0 +1,37 @@
+// CUDA-free reference for the quantized linear layer over raw arrays in checkpoint order (the oracle the GPU
+// kernels are tested against): exact dequantization and a multi-threaded fp32 y = x · W^T.
+// Tested by tests/kernels/linear_ref_test.cpp against hand-computed values.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "linear/linear.h"
+
+namespace voltserve::kernels {
+
+// Weights in checkpoint order. NVFP4: codes [n, k/2] (even k in the low nibble), scales [n, k/16] e4m3,
+// global_scale multiplier. FP8: codes [n, k] e4m3, tensor_scale, optional channel_scales [n].
+struct HostWeightRef {
+  WeightCodec codec = WeightCodec::kNvfp4;
+  int64_t n = 0;
+  int64_t k = 0;
+  const uint8_t* codes = nullptr;
+  const uint8_t* scales = nullptr;
+  float global_scale = 1.0f;
+  float tensor_scale = 1.0f;
+  const float* channel_scales = nullptr;
+};
+
+// Exact fp32 values of row `row` (k floats).
+void dequantize_row_ref(const HostWeightRef& w, int64_t row, float* out);
+
+// y[i, j] = sum_k x[i, k] * W[rows[j], k] for i < m, j < rows.size(); y is [m, rows.size()] row-major.
+// Accumulates in double; splits the rows over `threads` threads (0: hardware concurrency).
+void linear_ref_rows(const HostWeightRef& w, std::span<const int64_t> rows, const float* x, int64_t m, float* y,
+                     int threads = 0);
+
+// All rows: y [m, n].
+void linear_ref(const HostWeightRef& w, const float* x, int64_t m, float* y, int threads = 0);
+
+}  // namespace voltserve::kernels

@@ -1,0 +1,314 @@
+// sm80 family (Ampere and newer): M = 1..16 weight-streaming linear with mma.m16n8k16 (weights as the A
+// operand, 16 rows x 16 k; activations as B, 8 tokens), and the fp16 dequantization used by the M >= 17
+// path. Tested by tests/kernels/linear_gpu_test.cpp against linear_ref on dequantized weights.
+//
+// Layout (prepack.h, kSm80): per 16-row tile and 32-byte k-block, lane (g, t) loads 16 bytes: bytes [8t, 8t+8)
+// of rows g and g+8. For NVFP4 that is k in [16t, 16t+16) of one 64-wide k-block, i.e. exactly one scale
+// group per row, so a lane needs 2 scale bytes per load. The MMA's k order is permuted identically for A and
+// B (a sum does not care), which lets B come from one contiguous 32-byte run of x per lane and token.
+#include <cuda_runtime.h>
+
+#include "linear/linear.h"
+#include "linear/linear_device.cuh"
+
+namespace voltserve::kernels::sm80 {
+namespace {
+
+using detail::fp8_pair;
+using detail::hmul2;
+using detail::lut_pair;
+
+constexpr int kWarps = 8;
+constexpr int kUnroll = 4;
+
+struct Params {
+  const uint4* codes;
+  const uint16_t* scales;
+  const __half* x;
+  void* y;
+  const float* channel_scales;
+  float global_scale;
+  float out_scale;
+  int n, k, m, n_tiles, kblocks;
+  bool y_f32;
+};
+
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+  __trap();  // the dispatcher never launches the sm80 family below sm_80
+#endif
+}
+
+// One k-block of one 16-row tile: 4 (NVFP4) or 2 (FP8) MMAs per token tile.
+template <bool kFp8, int NT>
+__device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, uint32_t sc,
+                                          const uint32_t (&xw)[NT][8], const uint32_t* lut_lane, float gscale) {
+  if constexpr (!kFp8) {
+    const uint32_t s_lo = detail::half_bits_dup(detail::e4m3_value(sc & 0xFF) * gscale);
+    const uint32_t s_hi = detail::half_bits_dup(detail::e4m3_value(sc >> 8) * gscale);
+    const uint32_t lo[2] = {w.x, w.y};
+    const uint32_t hi[2] = {w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t wl = lo[i >> 1];
+      const uint32_t wh = hi[i >> 1];
+      uint32_t a0, a1, a2, a3;
+      if ((i & 1) == 0) {
+        a0 = lut_pair<0>(lut_lane, wl);
+        a2 = lut_pair<1>(lut_lane, wl);
+        a1 = lut_pair<0>(lut_lane, wh);
+        a3 = lut_pair<1>(lut_lane, wh);
+      } else {
+        a0 = lut_pair<2>(lut_lane, wl);
+        a2 = lut_pair<3>(lut_lane, wl);
+        a1 = lut_pair<2>(lut_lane, wh);
+        a3 = lut_pair<3>(lut_lane, wh);
+      }
+      a0 = hmul2(a0, s_lo);
+      a2 = hmul2(a2, s_lo);
+      a1 = hmul2(a1, s_hi);
+      a3 = hmul2(a3, s_hi);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma16816(acc[nt], a0, a1, a2, a3, xw[nt][2 * i], xw[nt][2 * i + 1]);
+    }
+  } else {
+    const uint32_t lo[2] = {w.x, w.y};
+    const uint32_t hi[2] = {w.z, w.w};
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t a0 = fp8_pair<0>(lo[j]);
+      const uint32_t a2 = fp8_pair<1>(lo[j]);
+      const uint32_t a1 = fp8_pair<0>(hi[j]);
+      const uint32_t a3 = fp8_pair<1>(hi[j]);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) mma16816(acc[nt], a0, a1, a2, a3, xw[nt][2 * j], xw[nt][2 * j + 1]);
+    }
+  }
+}
+
+template <bool kFp8, int NT, int R>
+__global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
+  extern __shared__ uint32_t smem[];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  if constexpr (!kFp8) {
+    detail::fill_e2m1_lut(smem);
+    __syncthreads();
+  }
+  const uint32_t* lut_lane = smem + lane;
+  const int tile0 = blockIdx.x * R;
+  constexpr int kKPerBlock = kFp8 ? 32 : 64;  // k values per 32-byte k-block
+  constexpr int kKPerLane = kFp8 ? 8 : 16;
+
+  float acc[R][NT][4];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.0f;
+
+  for (int kb0 = warp; kb0 < p.kblocks; kb0 += kWarps * kUnroll) {
+    uint4 wv[kUnroll][R];
+    uint32_t sv[kUnroll][R];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int kb = kb0 + u * kWarps;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int tile = tile0 + r;
+        if (kb < p.kblocks && tile < p.n_tiles) {
+          const size_t unit = (static_cast<size_t>(tile) * p.kblocks + kb) * 32 + lane;
+          wv[u][r] = detail::ld_stream(p.codes + unit);
+          sv[u][r] = kFp8 ? 0u : static_cast<uint32_t>(p.scales[unit]);
+        } else {
+          wv[u][r] = make_uint4(0, 0, 0, 0);
+          sv[u][r] = 0;
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int kb = kb0 + u * kWarps;
+      if (kb >= p.kblocks) break;
+      const int kx = kb * kKPerBlock + t * kKPerLane;
+      uint32_t xw[NT][8];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const int tok = nt * 8 + g;
+        uint4 v0 = make_uint4(0, 0, 0, 0);
+        uint4 v1 = make_uint4(0, 0, 0, 0);
+        if (tok < p.m && kx < p.k) {
+          const __half* xp = p.x + static_cast<size_t>(tok) * p.k + kx;
+          v0 = detail::ld_x(xp);
+          if (!kFp8) v1 = detail::ld_x(xp + 8);
+        }
+        xw[nt][0] = v0.x; xw[nt][1] = v0.y; xw[nt][2] = v0.z; xw[nt][3] = v0.w;
+        xw[nt][4] = v1.x; xw[nt][5] = v1.y; xw[nt][6] = v1.z; xw[nt][7] = v1.w;
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) tile_step<kFp8, NT>(acc[r], wv[u][r], sv[u][r], xw, lut_lane, p.global_scale);
+    }
+  }
+
+  // Split-k reduction across the block's warps (the LUT space is reused).
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(smem);
+  constexpr int kOut = R * NT * 128;
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) red[warp * kOut + (r * NT + nt) * 128 + lane * 4 + c] = acc[r][nt][c];
+  __syncthreads();
+  for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += red[w * kOut + o];
+    const int r = o / (NT * 128);
+    const int nt = (o / 128) % NT;
+    const int ln = (o / 4) % 32;
+    const int c = o % 4;
+    const int row = (tile0 + r) * 16 + (ln >> 2) + 8 * (c >> 1);
+    const int tok = nt * 8 + 2 * (ln & 3) + (c & 1);
+    if (row < p.n && tok < p.m) {
+      float v = s * p.out_scale;
+      if (p.channel_scales != nullptr) v *= p.channel_scales[row];
+      const size_t idx = static_cast<size_t>(tok) * p.n + row;
+      if (p.y_f32) {
+        static_cast<float*>(p.y)[idx] = v;
+      } else {
+        static_cast<__half*>(p.y)[idx] = __float2half_rn(v);
+      }
+    }
+  }
+}
+
+template <bool kFp8, int NT, int R>
+cudaError_t launch(const Params& p, cudaStream_t stream) {
+  const int blocks = (p.n_tiles + R - 1) / R;
+  const size_t red_bytes = static_cast<size_t>(kWarps) * R * NT * 128 * sizeof(float);
+  const size_t lut_bytes = kFp8 ? 0 : detail::kLutWords * sizeof(uint32_t);
+  const size_t smem = red_bytes > lut_bytes ? red_bytes : lut_bytes;
+  decode_kernel<kFp8, NT, R><<<blocks, kWarps * 32, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit.
+template <bool kFp8>
+__global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float gscale, float tscale,
+                               const float* chs, int n, int k, int kblocks, int tile0, int tiles, int row0,
+                               __half* out) {
+  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (unit >= static_cast<int64_t>(tiles) * kblocks * 32) return;
+  const int lane = unit % 32;
+  const int kb = (unit / 32) % kblocks;
+  const int tile = tile0 + static_cast<int>(unit / (32 * kblocks));
+  const size_t gunit = (static_cast<size_t>(tile) * kblocks + kb) * 32 + lane;
+  const uint4 w = codes[gunit];
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  const uint32_t sc = kFp8 ? 0u : scales[gunit];
+  for (int h = 0; h < 2; ++h) {
+    const int row = tile * 16 + g + 8 * h;
+    if (row >= n) continue;
+    __half* orow = out + static_cast<size_t>(row - row0) * k;
+    if constexpr (!kFp8) {
+      const float s = detail::e4m3_value((sc >> (8 * h)) & 0xFF) * gscale;
+      const int kbase = kb * 64 + t * 16;
+      if (kbase >= k) continue;
+      uint32_t pairs[8];
+      for (int b = 0; b < 8; ++b) {
+        const uint32_t byte = (words[2 * h + b / 4] >> (8 * (b % 4))) & 0xFF;
+        pairs[b] = detail::half2_bits(detail::e2m1_value(byte & 0xF) * s, detail::e2m1_value(byte >> 4) * s);
+      }
+      uint4* dst = reinterpret_cast<uint4*>(orow + kbase);
+      dst[0] = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+      dst[1] = make_uint4(pairs[4], pairs[5], pairs[6], pairs[7]);
+    } else {
+      const float s = tscale * (chs != nullptr ? chs[row] : 1.0f);
+      const int kbase = kb * 32 + t * 8;
+      if (kbase >= k) continue;
+      uint32_t pairs[4];
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t word = words[2 * h + b / 2] >> (16 * (b % 2));
+        pairs[b] = detail::half2_bits(detail::e4m3_value(word & 0xFF) * s, detail::e4m3_value((word >> 8) & 0xFF) * s);
+      }
+      *reinterpret_cast<uint4*>(orow + kbase) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+    }
+  }
+}
+
+}  // namespace
+
+KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
+  if (w.family != KernelFamily::kSm80) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: weight not in sm80 layout");
+  if (a.m < 1 || a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "sm80::linear_decode: m must be 1..16");
+  const bool fp8 = w.codec == WeightCodec::kFp8;
+  Params p{};
+  p.codes = reinterpret_cast<const uint4*>(w.codes);
+  p.scales = reinterpret_cast<const uint16_t*>(w.scales);
+  p.x = static_cast<const __half*>(a.x);
+  p.y = a.y;
+  p.channel_scales = fp8 ? w.channel_scales : nullptr;
+  p.global_scale = w.global_scale;
+  p.out_scale = fp8 ? w.tensor_scale * 256.0f : 1.0f;
+  p.n = static_cast<int>(w.n);
+  p.k = static_cast<int>(w.k);
+  p.m = static_cast<int>(a.m);
+  p.n_tiles = static_cast<int>(w.n / 16);
+  p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
+  p.y_f32 = a.y_f32;
+  const bool two = a.m > 8;
+  const bool wide = p.n_tiles >= 512;  // two tiles per block once there are plenty of tiles (x reuse)
+  auto stream = static_cast<cudaStream_t>(a.stream);
+  cudaError_t err;
+  if (fp8) {
+    err = two ? (wide ? launch<true, 2, 2>(p, stream) : launch<true, 2, 1>(p, stream))
+              : (wide ? launch<true, 1, 2>(p, stream) : launch<true, 1, 1>(p, stream));
+  } else {
+    err = two ? (wide ? launch<false, 2, 2>(p, stream) : launch<false, 2, 1>(p, stream))
+              : (wide ? launch<false, 1, 2>(p, stream) : launch<false, 1, 1>(p, stream));
+  }
+  VS_CUDA_TRY(err);
+  return KernelStatus::Ok();
+}
+
+KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream) {
+  if (row0 % 16 != 0 || rows <= 0 || row0 + rows > w.n) return VS_KERNEL_FAIL(kBadShape, "sm80::dequantize_f16: bad row range");
+  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
+  const int tile0 = static_cast<int>(row0 / 16);
+  const int tiles = static_cast<int>((rows + 15) / 16);
+  const int64_t units = static_cast<int64_t>(tiles) * kblocks * 32;
+  const int threads = 256;
+  const unsigned blocks = static_cast<unsigned>((units + threads - 1) / threads);
+  auto s = static_cast<cudaStream_t>(stream);
+  const int n_lim = static_cast<int>(row0 + rows);
+  if (fp8) {
+    dequant_kernel<true><<<blocks, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes), nullptr, 1.0f,
+                                                    w.tensor_scale, w.channel_scales, n_lim, static_cast<int>(w.k),
+                                                    kblocks, tile0, tiles, static_cast<int>(row0),
+                                                    static_cast<__half*>(out_f16));
+  } else {
+    dequant_kernel<false><<<blocks, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes),
+                                                     reinterpret_cast<const uint16_t*>(w.scales), w.global_scale,
+                                                     1.0f, nullptr, n_lim, static_cast<int>(w.k), kblocks, tile0,
+                                                     tiles, static_cast<int>(row0), static_cast<__half*>(out_f16));
+  }
+  VS_CUDA_TRY(cudaGetLastError());
+  return KernelStatus::Ok();
+}
+
+}  // namespace voltserve::kernels::sm80

@@ -1,0 +1,137 @@
+// Prepack / unpack between checkpoint order and the kernel families' fragment order (see prepack.h).
+#include "linear/prepack.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace voltserve::kernels {
+
+namespace {
+
+constexpr int kLanes = 32;
+constexpr int kLaneBytes = 16;
+
+int64_t row_bytes(WeightCodec codec, int64_t k) { return codec == WeightCodec::kNvfp4 ? k / 2 : k; }
+
+// Calls f(row, src_col, dst_offset, nbytes) for every run of code bytes that lane `lane` of (tile, kb) holds,
+// and s(row, group, dst_offset) for its scale bytes. One description used by both directions.
+template <typename CodeFn, typename ScaleFn>
+void for_each_lane_run(KernelFamily family, int64_t tile, int64_t kb, int lane, CodeFn&& f, ScaleFn&& s) {
+  if (family == KernelFamily::kSm80) {
+    const int g = lane / 4;
+    const int t = lane % 4;
+    for (int h = 0; h < 2; ++h) {
+      const int64_t row = tile * 16 + g + 8 * h;
+      f(row, kb * 32 + 8 * t, 8 * h, 8);
+      s(row, kb * 4 + t, h);
+    }
+  } else {
+    const int q = (lane / 4) % 4;
+    const int r = lane % 4 + 4 * (lane / 16);
+    const int64_t row = tile * 32 + 8 * q + r;
+    f(row, kb * 16, 0, 16);
+    s(row, kb * 2, 0);
+    s(row, kb * 2 + 1, 1);
+  }
+}
+
+}  // namespace
+
+const char* family_name(KernelFamily f) { return f == KernelFamily::kSm70 ? "sm70" : "sm80"; }
+const char* codec_name(WeightCodec c) { return c == WeightCodec::kNvfp4 ? "nvfp4" : "fp8"; }
+
+TileGeometry tile_geometry(KernelFamily family) {
+  return family == KernelFamily::kSm80 ? TileGeometry{16, 32} : TileGeometry{32, 16};
+}
+
+std::string check_linear_shape(WeightCodec codec, int64_t n, int64_t k) {
+  if (n <= 0 || k <= 0) return "linear: n and k must be positive (n=" + std::to_string(n) + " k=" + std::to_string(k) + ")";
+  if (n % 16 != 0) return "linear: n=" + std::to_string(n) + " is not a multiple of 16";
+  if (k % 16 != 0) {
+    return std::string("linear: k=") + std::to_string(k) + " is not a multiple of 16 (" + codec_name(codec) + ")";
+  }
+  return "";
+}
+
+std::string prepack(WeightCodec codec, KernelFamily family, int64_t n, int64_t k, std::span<const uint8_t> codes,
+                    std::span<const uint8_t> scales, PackedWeightHost* out) {
+  if (std::string e = check_linear_shape(codec, n, k); !e.empty()) return e;
+  const int64_t rb = row_bytes(codec, k);
+  if (static_cast<int64_t>(codes.size()) != n * rb) {
+    return "prepack: codes hold " + std::to_string(codes.size()) + " bytes, expected n*" +
+           (codec == WeightCodec::kNvfp4 ? "k/2" : "k") + " = " + std::to_string(n * rb);
+  }
+  const int64_t groups = k / 16;
+  if (codec == WeightCodec::kNvfp4 && static_cast<int64_t>(scales.size()) != n * groups) {
+    return "prepack: NVFP4 scales hold " + std::to_string(scales.size()) + " bytes, expected n*k/16 = " +
+           std::to_string(n * groups);
+  }
+  if (codec == WeightCodec::kFp8 && !scales.empty()) return "prepack: FP8 weights take no group scales";
+
+  const TileGeometry geo = tile_geometry(family);
+  out->codec = codec;
+  out->family = family;
+  out->n = n;
+  out->k = k;
+  out->n_tiles = (n + geo.tile_rows - 1) / geo.tile_rows;
+  out->kblocks = (rb + geo.kblock_bytes - 1) / geo.kblock_bytes;
+  const int64_t units = out->n_tiles * out->kblocks * kLanes;
+  out->codes.assign(static_cast<size_t>(units * kLaneBytes), 0);
+  out->scales.assign(codec == WeightCodec::kNvfp4 ? static_cast<size_t>(units * 2) : 0, 0);
+
+  for (int64_t tile = 0; tile < out->n_tiles; ++tile) {
+    for (int64_t kb = 0; kb < out->kblocks; ++kb) {
+      for (int lane = 0; lane < kLanes; ++lane) {
+        const int64_t unit = (tile * out->kblocks + kb) * kLanes + lane;
+        uint8_t* dst = out->codes.data() + unit * kLaneBytes;
+        uint8_t* sdst = codec == WeightCodec::kNvfp4 ? out->scales.data() + unit * 2 : nullptr;
+        for_each_lane_run(
+            family, tile, kb, lane,
+            [&](int64_t row, int64_t col, int off, int nbytes) {
+              if (row >= n) return;
+              const int64_t take = std::min<int64_t>(nbytes, std::max<int64_t>(0, rb - col));
+              if (take > 0) std::memcpy(dst + off, codes.data() + row * rb + col, static_cast<size_t>(take));
+            },
+            [&](int64_t row, int64_t group, int off) {
+              if (sdst != nullptr && row < n && group < groups) sdst[off] = scales[row * groups + group];
+            });
+      }
+    }
+  }
+  return "";
+}
+
+std::string unpack(const PackedWeightHost& p, std::vector<uint8_t>* codes, std::vector<uint8_t>* scales) {
+  if (std::string e = check_linear_shape(p.codec, p.n, p.k); !e.empty()) return e;
+  const int64_t rb = row_bytes(p.codec, p.k);
+  const int64_t groups = p.k / 16;
+  const int64_t units = p.n_tiles * p.kblocks * kLanes;
+  if (static_cast<int64_t>(p.codes.size()) != units * kLaneBytes ||
+      (p.codec == WeightCodec::kNvfp4 && static_cast<int64_t>(p.scales.size()) != units * 2)) {
+    return "unpack: packed buffers do not match n=" + std::to_string(p.n) + " k=" + std::to_string(p.k);
+  }
+  codes->assign(static_cast<size_t>(p.n * rb), 0);
+  scales->assign(p.codec == WeightCodec::kNvfp4 ? static_cast<size_t>(p.n * groups) : 0, 0);
+  for (int64_t tile = 0; tile < p.n_tiles; ++tile) {
+    for (int64_t kb = 0; kb < p.kblocks; ++kb) {
+      for (int lane = 0; lane < kLanes; ++lane) {
+        const int64_t unit = (tile * p.kblocks + kb) * kLanes + lane;
+        const uint8_t* src = p.codes.data() + unit * kLaneBytes;
+        const uint8_t* ssrc = p.codec == WeightCodec::kNvfp4 ? p.scales.data() + unit * 2 : nullptr;
+        for_each_lane_run(
+            p.family, tile, kb, lane,
+            [&](int64_t row, int64_t col, int off, int nbytes) {
+              if (row >= p.n) return;
+              const int64_t take = std::min<int64_t>(nbytes, std::max<int64_t>(0, rb - col));
+              if (take > 0) std::memcpy(codes->data() + row * rb + col, src + off, static_cast<size_t>(take));
+            },
+            [&](int64_t row, int64_t group, int off) {
+              if (ssrc != nullptr && row < p.n && group < groups) (*scales)[row * groups + group] = ssrc[off];
+            });
+      }
+    }
+  }
+  return "";
+}
+
+}  // namespace voltserve::kernels

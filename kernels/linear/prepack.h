@@ -1,0 +1,50 @@
+// Load-time prepack of NVFP4 / FP8 weights into a kernel family's fragment order, and its exact inverse.
+// A pure permutation of code bytes and scale bytes (plus zero padding to whole tiles, which unpack drops):
+// tests/kernels/prepack_test.cpp checks unpack(prepack(w)) == w byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "linear/linear.h"
+
+namespace voltserve::kernels {
+
+// Tile geometry per family. Codes are handled as bytes: NVFP4 rows hold k/2 bytes (two e2m1 codes per byte,
+// even k in the low nibble; the nibble order inside a byte is kept), FP8 rows hold k bytes.
+//   kSm80: tiles of 16 rows x 32 row-bytes; lane (g = lane/4, t = lane%4) holds bytes [8t, 8t+8) of rows g
+//          and g+8 (16 bytes); its NVFP4 scales are those two rows' group (4*kb + t).
+//   kSm70: tiles of 32 rows x 16 row-bytes; lane holds 16 bytes of row 8*q + r (q = (lane/4)%4 is the
+//          quad-pair, r = lane%4 + 4*(lane/16)); its NVFP4 scales are that row's groups 2*kb and 2*kb+1.
+// Packed order: [tile][kblock][lane 0..31][16 bytes] for codes, [tile][kblock][lane][2 bytes] for scales.
+struct TileGeometry {
+  int tile_rows;
+  int kblock_bytes;
+};
+TileGeometry tile_geometry(KernelFamily family);
+
+struct PackedWeightHost {
+  WeightCodec codec = WeightCodec::kNvfp4;
+  KernelFamily family = KernelFamily::kSm80;
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t n_tiles = 0;  // ceil(n / tile_rows)
+  int64_t kblocks = 0;  // ceil(row_bytes / kblock_bytes)
+  std::vector<uint8_t> codes;
+  std::vector<uint8_t> scales;  // empty for FP8
+};
+
+// Shape rules shared by every entry point: n, k > 0, n % 16 == 0, k % 16 == 0. Returns "" when valid.
+std::string check_linear_shape(WeightCodec codec, int64_t n, int64_t k);
+
+// codes: [n, k/2] u8 (NVFP4) with scales [n, k/16] e4m3; or codes [n, k] e4m3 (FP8) with empty scales.
+// Returns "" on success, otherwise a message naming what was wrong (sizes, shape).
+std::string prepack(WeightCodec codec, KernelFamily family, int64_t n, int64_t k, std::span<const uint8_t> codes,
+                    std::span<const uint8_t> scales, PackedWeightHost* out);
+
+// Inverse of prepack: writes the original row-major codes (and NVFP4 scales).
+std::string unpack(const PackedWeightHost& packed, std::vector<uint8_t>* codes, std::vector<uint8_t>* scales);
+
+}  // namespace voltserve::kernels

@@ -1,0 +1,333 @@
+// GPU linear kernels (both families the device can run) against the CPU reference on dequantized weights:
+// normalised error ||a-b||^2/||b||^2 <= 5e-4, no NaN, every output written, guard bytes intact; fresh seeded
+// inputs with +-200 outliers; M in {1,2,3,4,5,8,9,12,15,16,17,64,512}; the 27B layer shapes and awkward ones.
+// The reference covers all rows when cheap and otherwise a seeded sample (the first and last 48 rows plus random
+// ones, at least 64): "rows=" in each case's line says how many. Skips itself when no CUDA device is present.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/linear/linear.h"
+#include "kernels/linear/linear_ref.h"
+#include "kernels/linear/prepack.h"
+#include "linear_random.h"
+
+using namespace voltserve::kernels;
+using voltserve::test::SplitMix;
+
+namespace {
+
+#define CUDA_REQUIRE(call)                                                                   \
+  do {                                                                                       \
+    const cudaError_t e_ = (call);                                                           \
+    INFO(#call << " -> " << cudaGetErrorString(e_) << " at " << __FILE__ << ":" << __LINE__); \
+    REQUIRE(e_ == cudaSuccess);                                                              \
+  } while (0)
+
+bool have_device(int* cc) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return false;
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  *cc = major * 10 + minor;
+  return true;
+}
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DeviceBuffer(size_t b) : bytes(b) {
+    if (cudaMalloc(&p, b) != cudaSuccess) p = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (p != nullptr) cudaFree(p);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+// A quantized weight in checkpoint order plus its device copies in both families' layouts.
+struct TestWeight {
+  WeightCodec codec;
+  int64_t n, k;
+  std::vector<uint8_t> codes, scales;
+  std::vector<float> channel;
+  float global_scale = 1.0f / 448.0f;
+  float tensor_scale = 0.0125f;
+  std::unique_ptr<DeviceBuffer> dcodes[2], dscales[2], dchannel;
+
+  HostWeightRef host() const {
+    return HostWeightRef{codec,        n,           k,
+                         codes.data(), scales.empty() ? nullptr : scales.data(), global_scale,
+                         tensor_scale, channel.empty() ? nullptr : channel.data()};
+  }
+  PackedWeightView view(KernelFamily fam) const {
+    const int f = fam == KernelFamily::kSm70 ? 0 : 1;
+    PackedWeightView v;
+    v.codec = codec;
+    v.family = fam;
+    v.n = n;
+    v.k = k;
+    v.codes = static_cast<const uint8_t*>(dcodes[f]->p);
+    v.scales = dscales[f] ? static_cast<const uint8_t*>(dscales[f]->p) : nullptr;
+    v.global_scale = global_scale;
+    v.tensor_scale = tensor_scale;
+    v.channel_scales = dchannel ? static_cast<const float*>(dchannel->p) : nullptr;
+    return v;
+  }
+};
+
+std::unique_ptr<TestWeight> make_weight(WeightCodec codec, int64_t n, int64_t k, bool per_channel, uint64_t seed) {
+  auto w = std::make_unique<TestWeight>();
+  w->codec = codec;
+  w->n = n;
+  w->k = k;
+  SplitMix rng(seed);
+  if (codec == WeightCodec::kNvfp4) {
+    w->codes.resize(static_cast<size_t>(n * k / 2));
+    w->scales.resize(static_cast<size_t>(n * k / 16));
+    voltserve::test::fill_random_bytes(w->codes, rng);
+    voltserve::test::fill_e4m3_scales(w->scales, rng);
+  } else {
+    w->codes.resize(static_cast<size_t>(n * k));
+    voltserve::test::fill_e4m3_weights(w->codes, rng);
+    if (per_channel) {
+      w->channel.resize(static_cast<size_t>(n));
+      for (auto& c : w->channel) c = static_cast<float>(0.5 + rng.uniform());
+    }
+  }
+  for (int f = 0; f < 2; ++f) {
+    PackedWeightHost p;
+    const std::string err = prepack(codec, f == 0 ? KernelFamily::kSm70 : KernelFamily::kSm80, n, k, w->codes,
+                                    w->scales, &p);
+    REQUIRE(err.empty());
+    w->dcodes[f] = std::make_unique<DeviceBuffer>(p.codes.size());
+    REQUIRE(w->dcodes[f]->p != nullptr);
+    CUDA_REQUIRE(cudaMemcpy(w->dcodes[f]->p, p.codes.data(), p.codes.size(), cudaMemcpyHostToDevice));
+    if (!p.scales.empty()) {
+      w->dscales[f] = std::make_unique<DeviceBuffer>(p.scales.size());
+      REQUIRE(w->dscales[f]->p != nullptr);
+      CUDA_REQUIRE(cudaMemcpy(w->dscales[f]->p, p.scales.data(), p.scales.size(), cudaMemcpyHostToDevice));
+    }
+  }
+  if (!w->channel.empty()) {
+    w->dchannel = std::make_unique<DeviceBuffer>(w->channel.size() * sizeof(float));
+    CUDA_REQUIRE(cudaMemcpy(w->dchannel->p, w->channel.data(), w->channel.size() * sizeof(float),
+                            cudaMemcpyHostToDevice));
+  }
+  return w;
+}
+
+std::vector<int64_t> sample_rows(int64_t n, int64_t m, int64_t k, uint64_t seed) {
+  const int64_t budget = 40'000'000 / std::max<int64_t>(1, m * k);
+  const int64_t want = std::clamp<int64_t>(budget, 64, n);
+  std::vector<int64_t> rows;
+  if (want >= n) {
+    for (int64_t i = 0; i < n; ++i) rows.push_back(i);
+    return rows;
+  }
+  std::vector<char> take(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < std::min<int64_t>(48, n); ++i) take[i] = take[n - 1 - i] = 1;
+  SplitMix rng(seed);
+  int64_t have = std::count(take.begin(), take.end(), 1);
+  while (have < want) {
+    const int64_t r = static_cast<int64_t>(rng.next() % static_cast<uint64_t>(n));
+    if (!take[r]) {
+      take[r] = 1;
+      ++have;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (take[i]) rows.push_back(i);
+  return rows;
+}
+
+struct Context {
+  cublasHandle_t cublas = nullptr;
+  std::unique_ptr<DeviceBuffer> workspace;
+  Context() {
+    cublasCreate(&cublas);
+    workspace = std::make_unique<DeviceBuffer>(size_t{512} << 20);  // 512 MiB: lm_head runs in chunks
+  }
+  ~Context() {
+    if (cublas != nullptr) cublasDestroy(cublas);
+  }
+};
+
+constexpr size_t kGuard = 256;
+constexpr uint8_t kGuardByte = 0xA5;
+
+// Runs one case; returns the normalised error (fails the test on NaN, unwritten outputs, guard damage).
+double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed) {
+  const std::string name = std::string("linear ") + codec_name(w.codec) + " m=" + std::to_string(m) +
+                           " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) + " fam=" + family_name(fam) +
+                           (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel");
+  INFO(name);
+  SplitMix rng(seed);
+  std::vector<uint16_t> xh(static_cast<size_t>(m * w.k));
+  std::vector<float> xf(xh.size());
+  voltserve::test::fill_activations(xh, xf, rng);
+  DeviceBuffer dx(xh.size() * 2);
+  REQUIRE(dx.p != nullptr);
+  CUDA_REQUIRE(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+  const size_t esize = y_f32 ? 4 : 2;
+  const size_t ybytes = static_cast<size_t>(m * w.n) * esize;
+  DeviceBuffer dy(ybytes + 2 * kGuard);
+  REQUIRE(dy.p != nullptr);
+  CUDA_REQUIRE(cudaMemset(dy.p, kGuardByte, ybytes + 2 * kGuard));
+  CUDA_REQUIRE(cudaMemset(static_cast<char*>(dy.p) + kGuard, 0xFF, ybytes));  // NaN poison
+
+  LinearArgs a;
+  a.x = dx.p;
+  a.m = m;
+  a.y = static_cast<char*>(dy.p) + kGuard;
+  a.y_f32 = y_f32;
+  a.workspace = ctx.workspace->p;
+  a.workspace_bytes = ctx.workspace->bytes;
+  a.cublas_handle = ctx.cublas;
+  const KernelStatus st = linear_forward(w.view(fam), a);
+  INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
+  REQUIRE(st.ok());
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+
+  std::vector<uint8_t> raw(ybytes + 2 * kGuard);
+  CUDA_REQUIRE(cudaMemcpy(raw.data(), dy.p, raw.size(), cudaMemcpyDeviceToHost));
+  bool guards_ok = true;
+  for (size_t i = 0; i < kGuard; ++i) guards_ok &= raw[i] == kGuardByte && raw[kGuard + ybytes + i] == kGuardByte;
+  CHECK(guards_ok);
+  std::vector<float> y(static_cast<size_t>(m * w.n));
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y_f32) {
+      std::memcpy(&y[i], raw.data() + kGuard + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + kGuard + 2 * i, 2);
+      y[i] = voltserve::fp::f16_to_float(h);
+    }
+  }
+  size_t nan = 0;
+  for (float v : y) nan += std::isnan(v) ? 1 : 0;
+  CHECK(nan == 0);
+
+  const std::vector<int64_t> rows = sample_rows(w.n, m, w.k, seed ^ 0x5151);
+  std::vector<float> ref(static_cast<size_t>(m) * rows.size());
+  linear_ref_rows(w.host(), rows, xf.data(), m, ref.data());
+  double num = 0.0, den = 0.0;
+  for (int64_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const double b = ref[i * rows.size() + j];
+      const double d = static_cast<double>(y[i * w.n + rows[j]]) - b;
+      num += d * d;
+      den += b * b;
+    }
+  }
+  const double err = den > 0 ? num / den : num;
+  std::printf("%-70s rows=%-6zu err=%.3e %s\n", name.c_str(), rows.size(), err, err <= 5e-4 && nan == 0 && guards_ok ? "ok" : "FAIL");
+  std::fflush(stdout);
+  CHECK(err <= 5e-4);
+  return err;
+}
+
+const int64_t kMs[] = {1, 2, 3, 4, 5, 8, 9, 12, 15, 16, 17, 64, 512};
+
+void sweep(const TestWeight& w, int cc, uint64_t seed, const std::vector<int64_t>& ms) {
+  Context ctx;
+  REQUIRE(ctx.cublas != nullptr);
+  REQUIRE(ctx.workspace->p != nullptr);
+  for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
+    if (fam == KernelFamily::kSm80 && cc < 80) continue;
+    for (int64_t m : ms) run_case(ctx, w, fam, m, true, seed + static_cast<uint64_t>(m) * 31 + static_cast<uint64_t>(fam));
+  }
+}
+
+std::vector<int64_t> all_ms() { return std::vector<int64_t>(std::begin(kMs), std::end(kMs)); }
+
+#define REQUIRE_DEVICE(cc)                                                  \
+  int cc = 0;                                                               \
+  if (!have_device(&cc)) SKIP("no CUDA device: linear GPU tests skipped");
+
+}  // namespace
+
+TEST_CASE("linear gpu nvfp4 27B shapes, every M, both families", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  const int64_t shapes[][2] = {{10240, 5120}, {6144, 5120}, {5120, 6144}, {12288, 5120},
+                               {1024, 5120},  {17408, 5120}, {5120, 17408}};
+  uint64_t seed = 100;
+  for (const auto& s : shapes) {
+    auto w = make_weight(WeightCodec::kNvfp4, s[0], s[1], false, seed++);
+    sweep(*w, cc, seed * 1000, all_ms());
+  }
+}
+
+TEST_CASE("linear gpu fp8 27B shapes, every M, both families", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  const int64_t shapes[][2] = {{10240, 5120}, {6144, 5120}, {5120, 6144}, {12288, 5120}, {1024, 5120}};
+  uint64_t seed = 200;
+  for (const auto& s : shapes) {
+    auto w = make_weight(WeightCodec::kFp8, s[0], s[1], false, seed++);
+    sweep(*w, cc, seed * 1000, all_ms());
+  }
+}
+
+TEST_CASE("linear gpu nvfp4 lm_head 5120->248320", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  auto w = make_weight(WeightCodec::kNvfp4, 248320, 5120, false, 300);
+  sweep(*w, cc, 300000, {1, 4, 8, 9, 16, 17, 64});
+}
+
+TEST_CASE("linear gpu awkward shapes, per-channel fp8 and fp16 output", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  // k not a multiple of 256 (or of 64), n an odd multiple of 16.
+  const int64_t shapes[][2] = {{16, 16}, {48, 80}, {1040, 5184}, {5136, 1104}, {208, 17408 + 16}};
+  uint64_t seed = 400;
+  for (const auto& s : shapes) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
+      sweep(*w, cc, seed * 1000, all_ms());
+    }
+  }
+  Context ctx;
+  auto w = make_weight(WeightCodec::kNvfp4, 1040, 5184, false, 450);
+  for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
+    if (fam == KernelFamily::kSm80 && cc < 80) continue;
+    for (int64_t m : {1, 9, 16, 64}) run_case(ctx, *w, fam, m, false, 4500 + static_cast<uint64_t>(m));
+  }
+}
+
+TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  auto w = make_weight(WeightCodec::kNvfp4, 32, 64, false, 500);
+  PackedWeightView v = w->view(KernelFamily::kSm70);
+  DeviceBuffer dx(64 * 2 * 32), dy(32 * 4 * 32);
+  LinearArgs a;
+  a.x = dx.p;
+  a.y = dy.p;
+  a.m = 0;
+  CHECK(linear_forward(v, a).code == KernelCode::kBadShape);
+  a.m = 17;  // needs cuBLAS + workspace
+  CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
+  a.m = 4;
+  a.x = nullptr;
+  CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
+  a.x = dx.p;
+  PackedWeightView bad = v;
+  bad.n = 40;
+  CHECK(linear_forward(bad, a).code == KernelCode::kBadShape);
+  bad = v;
+  bad.scales = nullptr;
+  CHECK(linear_forward(bad, a).code == KernelCode::kBadArgument);
+  a.force_path = 1;
+  a.m = 17;
+  CHECK(linear_forward(v, a).code == KernelCode::kBadShape);
+  if (cc < 80) CHECK(linear_forward(w->view(KernelFamily::kSm80), LinearArgs{dx.p, 1, dy.p}).code == KernelCode::kUnsupported);
+}

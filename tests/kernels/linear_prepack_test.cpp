@@ -1,0 +1,96 @@
+// prepack / unpack of NVFP4 and FP8 weights for both kernel families: unpack(prepack(w)) == w byte for byte,
+// padding is zero, and bad shapes are rejected with a message. Runs on the CPU.
+#include <catch2/catch_test_macros.hpp>
+
+#include <string>
+#include <vector>
+
+#include "kernels/linear/prepack.h"
+#include "linear_random.h"
+
+using namespace voltserve::kernels;
+using voltserve::test::SplitMix;
+
+namespace {
+
+void roundtrip(WeightCodec codec, KernelFamily family, int64_t n, int64_t k, uint64_t seed) {
+  SplitMix rng(seed);
+  std::vector<uint8_t> codes(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 2 : n * k));
+  std::vector<uint8_t> scales(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 16 : 0));
+  voltserve::test::fill_random_bytes(codes, rng);
+  voltserve::test::fill_random_bytes(scales, rng);
+  PackedWeightHost packed;
+  REQUIRE(prepack(codec, family, n, k, codes, scales, &packed).empty());
+  const TileGeometry geo = tile_geometry(family);
+  CHECK(packed.n_tiles == (n + geo.tile_rows - 1) / geo.tile_rows);
+  CHECK(packed.codes.size() == static_cast<size_t>(packed.n_tiles * packed.kblocks * 512));
+  // The packed buffer holds every code byte once, plus zero padding: byte multisets agree.
+  size_t nonzero_packed = 0, nonzero_orig = 0;
+  for (uint8_t b : packed.codes) nonzero_packed += b != 0;
+  for (uint8_t b : codes) nonzero_orig += b != 0;
+  CHECK(nonzero_packed == nonzero_orig);
+  if (packed.codes.size() > codes.size()) CHECK(packed.codes != std::vector<uint8_t>(packed.codes.size(), 0));
+  std::vector<uint8_t> codes_back, scales_back;
+  REQUIRE(unpack(packed, &codes_back, &scales_back).empty());
+  CHECK(codes_back == codes);
+  CHECK(scales_back == scales);
+}
+
+}  // namespace
+
+TEST_CASE("linear prepack roundtrip nvfp4 and fp8, both families", "[unit]") {
+  const int64_t shapes[][2] = {{16, 16}, {16, 64}, {32, 80}, {48, 1040}, {80, 5120 + 64}, {1040, 272}, {256, 6144}};
+  uint64_t seed = 1;
+  for (const auto& s : shapes) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
+        INFO("prepack " << codec_name(codec) << " fam=" << family_name(fam) << " n=" << s[0] << " k=" << s[1]);
+        roundtrip(codec, fam, s[0], s[1], seed++);
+      }
+    }
+  }
+}
+
+TEST_CASE("linear prepack places lane bytes where the kernels read them", "[unit]") {
+  // sm80, NVFP4, one tile: lane (g=1, t=2) of k-block 0 holds row 1 bytes [16, 24) then row 9 bytes [16, 24).
+  const int64_t n = 16, k = 64;
+  std::vector<uint8_t> codes(n * k / 2), scales(n * k / 16);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(100 + i);
+  PackedWeightHost p;
+  REQUIRE(prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, n, k, codes, scales, &p).empty());
+  const int lane = 1 * 4 + 2;
+  for (int b = 0; b < 8; ++b) {
+    CHECK(p.codes[lane * 16 + b] == codes[1 * 32 + 16 + b]);
+    CHECK(p.codes[lane * 16 + 8 + b] == codes[9 * 32 + 16 + b]);
+  }
+  CHECK(p.scales[lane * 2] == scales[1 * 4 + 2]);
+  CHECK(p.scales[lane * 2 + 1] == scales[9 * 4 + 2]);
+  // sm70, NVFP4: lane 21 is quad-pair q = 1, row r = 1 + 4 = 5 -> tile row 13; 16 bytes from k-block 1.
+  PackedWeightHost p70;
+  const int64_t n70 = 32;
+  std::vector<uint8_t> c70(n70 * k / 2), s70(n70 * k / 16);
+  for (size_t i = 0; i < c70.size(); ++i) c70[i] = static_cast<uint8_t>(i * 13 + 1);
+  for (size_t i = 0; i < s70.size(); ++i) s70[i] = static_cast<uint8_t>(i);
+  REQUIRE(prepack(WeightCodec::kNvfp4, KernelFamily::kSm70, n70, k, c70, s70, &p70).empty());
+  const size_t unit = (0 * 2 + 1) * 32 + 21;
+  for (int b = 0; b < 16; ++b) CHECK(p70.codes[unit * 16 + b] == c70[13 * 32 + 16 + b]);
+  CHECK(p70.scales[unit * 2] == s70[13 * 4 + 2]);
+  CHECK(p70.scales[unit * 2 + 1] == s70[13 * 4 + 3]);
+}
+
+TEST_CASE("linear prepack rejects bad shapes and sizes with a message", "[unit]") {
+  PackedWeightHost p;
+  std::vector<uint8_t> codes(24 * 64 / 2), scales(24 * 64 / 16);
+  std::string e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 24, 64, codes, scales, &p);
+  CHECK(e.find("n=24") != std::string::npos);
+  std::vector<uint8_t> c2(16 * 40 / 2), s2(16 * 40 / 16);
+  e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 16, 40, c2, s2, &p);
+  CHECK(e.find("k=40") != std::string::npos);
+  std::vector<uint8_t> c3(16 * 64 / 2 - 1), s3(16 * 64 / 16);
+  e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm70, 16, 64, c3, s3, &p);
+  CHECK(e.find("codes hold") != std::string::npos);
+  std::vector<uint8_t> c4(16 * 64), s4(3);
+  e = prepack(WeightCodec::kFp8, KernelFamily::kSm70, 16, 64, c4, s4, &p);
+  CHECK(e.find("FP8") != std::string::npos);
+}
