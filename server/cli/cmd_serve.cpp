@@ -1,18 +1,239 @@
-// `voltserve serve`: placeholder until its issue lands.
+// `voltserve serve`: loads the model (default: the bundled tests/fixtures/models/tiny-chat), starts the engine
+// and the OpenAI-compatible HTTP server; SIGTERM/SIGINT drain (new requests 503, in-flight ones finish) and exit.
+// Settings: built-in defaults < --config FILE < CLI flags (config/README.md). Tested by tests/e2e/.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
 #include "cli/commands.h"
 
+#ifdef VOLTSERVE_HAVE_HTTP
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "chat/template/chat_template.h"
+#include "http/http_server.h"
+#include "http/serve_settings.h"
+#include "http/server_context.h"
+#include "http/server_log.h"
+#include "model/qwen35_runner.h"
+#include "tokenizer/tokenizer.h"
+#include "voltserve/engine.h"
+
+namespace voltserve::cli {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) {
+  std::cerr << "voltserve serve: " << message << "\n";
+  throw CLI::RuntimeError(2);
+}
+
+void run_serve(http::ServeSettings s) {
+  namespace fs = std::filesystem;
+  spdlog::level::level_enum level = spdlog::level::from_str(s.log_level);
+  if (level == spdlog::level::off && s.log_level != "off") fail("--log-level must be trace, debug, info, warn, error or off");
+  spdlog::set_level(level);
+  auto& log = http::server_log();
+
+  // Signals are taken by one thread with sigwait: block them before any other thread exists.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  fs::path model_dir = s.model.empty() ? http::default_model_dir() : fs::path(s.model);
+  fs::path tokenizer_dir = s.tokenizer.empty() ? model_dir : fs::path(s.tokenizer);
+  if (!fs::exists(model_dir / "config.json")) {
+    fail("no model at " + model_dir.string() + " (expected a Hugging Face folder with config.json; see --model)");
+  }
+
+  http::ServerContext ctx;
+  ctx.options = s.http;
+  ctx.model_name = !s.http.served_model_name.empty() ? s.http.served_model_name
+                                                     : fs::absolute(model_dir).lexically_normal().filename().string();
+  if (ctx.model_name.empty()) ctx.model_name = fs::absolute(model_dir).parent_path().filename().string();
+  ctx.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  ctx.system_fingerprint = "fp_voltserve_0.1.0";
+  ctx.options.http_threads = s.http.http_threads > 0 ? s.http.http_threads : s.max_running + s.max_waiting + 16;
+
+  http::HttpServer server(ctx);
+  Result<int> port = server.bind();
+  if (!port.is_ok()) fail(port.status().message());
+  // Listen while loading so /health can say 503 "loading".
+  std::thread http_thread([&server] { server.serve(); });
+  auto stop_http = [&] {
+    server.stop();
+    if (http_thread.joinable()) http_thread.join();
+  };
+  log.info("listening on http://{}:{} (loading {})", s.http.host, *port, model_dir.string());
+
+  Result<Tokenizer> tokenizer = Tokenizer::load(tokenizer_dir);
+  if (!tokenizer.is_ok()) {
+    stop_http();
+    fail("cannot load the tokenizer from " + tokenizer_dir.string() + ": " + tokenizer.status().to_string());
+  }
+  std::optional<chat::ChatTemplate> chat_template;
+  if (!tokenizer->chat_template().empty()) {
+    try {
+      chat_template.emplace(chat::ChatTemplate::parse(tokenizer->chat_template()));
+    } catch (const std::exception& e) {
+      log.warn("the model's chat template does not parse ({}); /v1/chat/completions will answer 400", e.what());
+    }
+  } else {
+    log.warn("the model has no chat template; /v1/chat/completions will answer 400");
+  }
+
+  RunnerOptions runner_options;
+  runner_options.backend = s.backend;
+  runner_options.n_threads = s.threads;
+  runner_options.max_context = s.context;
+  runner_options.n_slots = s.max_running;
+  Result<std::unique_ptr<ModelRunner>> runner = load_model_runner(model_dir, runner_options);
+  if (!runner.is_ok()) {
+    stop_http();
+    fail("cannot load the model from " + model_dir.string() + ": " + runner.status().to_string());
+  }
+  ctx.model_info = (*runner)->info();
+  EngineConfig engine_config;
+  engine_config.max_running = s.max_running;
+  engine_config.max_waiting = s.max_waiting;
+  engine_config.max_tokens_per_step = s.max_tokens_per_step;
+  engine_config.prefill_chunk = s.prefill_chunk;
+  Result<std::unique_ptr<Engine>> engine = Engine::create(std::move(runner).value(), engine_config);
+  if (!engine.is_ok()) {
+    stop_http();
+    fail("cannot start the engine: " + engine.status().to_string());
+  }
+  ctx.model_info.context_length = (*engine)->context_length();
+
+  ctx.tokenizer = &*tokenizer;
+  ctx.chat_template = chat_template ? &*chat_template : nullptr;
+  ctx.template_uses_xml_tools = tokenizer->chat_template().find("<function=") != std::string::npos ||
+                                tokenizer->chat_template().find("<tool_call>") == std::string::npos;
+  ctx.limits.model_names = {ctx.model_name};
+  ctx.limits.vocab_size = ctx.model_info.n_vocab_real > 0 ? ctx.model_info.n_vocab_real : tokenizer->vocab_size();
+  ctx.limits.context_length = ctx.model_info.context_length;
+  ctx.limits.max_n = s.max_n;
+  ctx.engine = engine->get();
+  ctx.phase = http::ServerPhase::kReady;
+  log.info("ready: model '{}' (context {}, vocab {}), max_running {}, max_waiting {}, http threads {}", ctx.model_name,
+           ctx.model_info.context_length, ctx.limits.vocab_size, s.max_running, s.max_waiting, ctx.options.http_threads);
+
+  std::atomic<bool> signalled{false};
+  pthread_t main_thread = pthread_self();
+  (void)main_thread;
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (ctx.phase.load() != http::ServerPhase::kReady) return;  // woken by shutdown below
+    signalled = true;
+    log.info("signal {}: draining (new requests get 503; {} in flight finish)", sig, ctx.n_active.load());
+    ctx.phase = http::ServerPhase::kDraining;
+    ctx.engine->drain();
+    ctx.engine->wait_idle();
+    auto bound = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (ctx.n_active.load() > 0 && std::chrono::steady_clock::now() < bound) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    server.stop();
+  });
+
+  if (http_thread.joinable()) http_thread.join();
+  if (!signalled) {
+    ctx.phase = http::ServerPhase::kDraining;
+    pthread_kill(signal_thread.native_handle(), SIGTERM);
+  }
+  signal_thread.join();
+  ctx.engine = nullptr;
+  log.info("stopped");
+}
+
+}  // namespace
+
+void register_serve_command(CLI::App& app) {
+  auto settings = std::make_shared<http::ServeSettings>();
+  auto config_file = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API");
+  http::ServeSettings& s = *settings;
+  cmd->add_option("--config", *config_file, "JSON settings file (config/README.md); CLI flags override it");
+  auto* o_model = cmd->add_option("--model", s.model, "Hugging Face model folder (default: the bundled tiny-chat fixture)");
+  auto* o_tok = cmd->add_option("--tokenizer", s.tokenizer, "Tokenizer folder (default: the model folder)");
+  auto* o_host = cmd->add_option("--host", s.http.host, "Address to listen on (default 127.0.0.1)");
+  auto* o_port = cmd->add_option("--port", s.http.port, "Port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));
+  auto* o_keys = cmd->add_option("--api-key", s.http.api_keys, "Require 'Authorization: Bearer KEY' (repeatable)");
+  auto* o_cors = cmd->add_option("--cors-origin", s.http.cors_origins, "Allowed CORS origin, or * (repeatable)");
+  auto* o_body = cmd->add_option("--max-body-bytes", s.http.max_body_bytes, "Largest request body (default 16 MiB)")
+                     ->check(CLI::Range(size_t{1024}, size_t{1} << 34));
+  auto* o_timeout = cmd->add_option("--request-timeout", s.http.request_timeout_s, "Seconds before a request is cancelled (0 = none)")
+                        ->check(CLI::NonNegativeNumber);
+  auto* o_keepalive = cmd->add_option("--keepalive-interval", s.http.keepalive_interval_s,
+                                      "Seconds between SSE keep-alive comments while no token arrives")
+                          ->check(CLI::PositiveNumber);
+  auto* o_name = cmd->add_option("--served-model-name", s.http.served_model_name, "Model id in the API (default: folder name)");
+  auto* o_backend = cmd->add_option("--backend", s.backend, "cpu, cuda or auto (default cpu)");
+  auto* o_level = cmd->add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
+  auto* o_threads = cmd->add_option("--threads", s.threads, "CPU backend threads (0 = automatic)")->check(CLI::Range(0, 1024));
+  auto* o_running = cmd->add_option("--max-running", s.max_running, "Sequences decoded together (default 16)")->check(CLI::Range(1, 4096));
+  auto* o_waiting = cmd->add_option("--max-waiting", s.max_waiting, "Waiting-queue bound; beyond it 429 (default 64)")->check(CLI::Range(0, 1 << 20));
+  auto* o_context = cmd->add_option("--context", s.context, "Context length per sequence (0 = the model's)")->check(CLI::Range(0, 1 << 24));
+  auto* o_max_n = cmd->add_option("--max-n", s.max_n, "Largest n (choices per request, default 8)")->check(CLI::Range(1, 128));
+  auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads, "HTTP worker threads (0 = running + waiting + 16)");
+
+  cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
+                 o_name, o_backend, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads] {
+    // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
+    http::ServeSettings merged;
+    if (!config_file->empty()) {
+      Status st = http::apply_config_file(*config_file, merged);
+      if (!st.is_ok()) fail(st.message());
+    }
+    const http::ServeSettings& f = *settings;
+    if (o_model->count()) merged.model = f.model;
+    if (o_tok->count()) merged.tokenizer = f.tokenizer;
+    if (o_host->count()) merged.http.host = f.http.host;
+    if (o_port->count()) merged.http.port = f.http.port;
+    if (o_keys->count()) merged.http.api_keys = f.http.api_keys;
+    if (o_cors->count()) merged.http.cors_origins = f.http.cors_origins;
+    if (o_body->count()) merged.http.max_body_bytes = f.http.max_body_bytes;
+    if (o_timeout->count()) merged.http.request_timeout_s = f.http.request_timeout_s;
+    if (o_keepalive->count()) merged.http.keepalive_interval_s = f.http.keepalive_interval_s;
+    if (o_name->count()) merged.http.served_model_name = f.http.served_model_name;
+    if (o_backend->count()) merged.backend = f.backend;
+    if (o_level->count()) merged.log_level = f.log_level;
+    if (o_threads->count()) merged.threads = f.threads;
+    if (o_running->count()) merged.max_running = f.max_running;
+    if (o_waiting->count()) merged.max_waiting = f.max_waiting;
+    if (o_context->count()) merged.context = f.context;
+    if (o_max_n->count()) merged.max_n = f.max_n;
+    if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
+    run_serve(std::move(merged));
+  });
+}
+
+}  // namespace voltserve::cli
+
+#else  // the HTTP layer is not built (its dependencies are missing from this tree)
+
 namespace voltserve::cli {
 
 void register_serve_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("serve", "(not implemented yet)");
+  auto* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API (not built)");
   cmd->callback([] {
-    std::cerr << "voltserve serve: not implemented yet\n";
+    std::cerr << "voltserve serve: this build has no HTTP layer (server/http was skipped at configure time)\n";
     throw CLI::RuntimeError(2);
   });
 }
 
 }  // namespace voltserve::cli
+
+#endif

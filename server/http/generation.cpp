@@ -1,0 +1,48 @@
+// See generation.h.
+#include "http/generation.h"
+
+namespace voltserve::http {
+
+Status Generation::submit(int choice, Request request) {
+  std::shared_ptr<Queue> queue = queue_;
+  EventSink sink = [queue, choice](Event event) {
+    {
+      std::lock_guard<std::mutex> lock(queue->mu);
+      queue->events.push_back(ChoiceEvent{choice, std::move(event)});
+    }
+    queue->cv.notify_one();
+  };
+  Result<RequestId> id = engine_.submit(std::move(request), std::move(sink));
+  if (!id.is_ok()) return id.status();
+  if (static_cast<int>(ids_.size()) <= choice) {
+    ids_.resize(choice + 1, 0);
+    finished_.resize(choice + 1, true);
+  }
+  ids_[choice] = *id;
+  finished_[choice] = false;
+  return Status::ok();
+}
+
+std::optional<ChoiceEvent> Generation::next(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(queue_->mu);
+  if (!queue_->cv.wait_for(lock, timeout, [&] { return !queue_->events.empty(); })) return std::nullopt;
+  ChoiceEvent e = std::move(queue_->events.front());
+  queue_->events.pop_front();
+  return e;
+}
+
+void Generation::cancel(int choice) {
+  if (choice < 0 || choice >= static_cast<int>(ids_.size()) || finished_[choice]) return;
+  engine_.cancel(ids_[choice]);
+  finished_[choice] = true;
+}
+
+void Generation::cancel_all() {
+  for (int i = 0; i < static_cast<int>(ids_.size()); ++i) cancel(i);
+}
+
+void Generation::mark_finished(int choice) {
+  if (choice >= 0 && choice < static_cast<int>(finished_.size())) finished_[choice] = true;
+}
+
+}  // namespace voltserve::http

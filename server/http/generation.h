@@ -1,0 +1,54 @@
+// The bridge from one HTTP request to its engine requests (one per choice): submits them, receives their events
+// on a thread-safe queue (the engine thread only pushes), and cancels whatever is unfinished when the request
+// goes away (client disconnect, timeout, error). Tested through tests/server/http_server_test.cpp.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "voltserve/engine.h"
+
+namespace voltserve::http {
+
+struct ChoiceEvent {
+  int choice = 0;
+  Event event;
+};
+
+class Generation {
+ public:
+  explicit Generation(Engine& engine) : engine_(engine), queue_(std::make_shared<Queue>()) {}
+  ~Generation() { cancel_all(); }
+  Generation(const Generation&) = delete;
+  Generation& operator=(const Generation&) = delete;
+
+  // Submits the request of choice `choice` (0, 1, ... in order).
+  Status submit(int choice, Request request);
+  // The next event of any choice, or nullopt after `timeout`.
+  std::optional<ChoiceEvent> next(std::chrono::milliseconds timeout);
+  // Cancels one choice (e.g. a stop string matched) or all unfinished ones.
+  void cancel(int choice);
+  void cancel_all();
+  // Marks a choice as finished from the caller's side (its final event was seen or it was cancelled by us).
+  void mark_finished(int choice);
+
+ private:
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<ChoiceEvent> events;
+  };
+  Engine& engine_;
+  std::shared_ptr<Queue> queue_;  // shared with the sinks: events may arrive after this object is gone
+  std::vector<RequestId> ids_;
+  std::vector<bool> finished_;
+};
+
+}  // namespace voltserve::http

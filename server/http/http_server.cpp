@@ -1,0 +1,263 @@
+// See http_server.h. Notes on cpp-httplib 0.11.4 (OPENAI.md §7.6): POST routes take a ContentReader so that a
+// missing Content-Type (curl -d) does not hit the library's 8 KiB form limit; the pre-routing handler runs
+// before the body is read; the error handler runs for every status >= 400, so it only fills empty bodies.
+#include "http/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "http/access_log.h"
+#include "http/chat_handler.h"
+#include "http/completion_handler.h"
+#include "http/misc_handlers.h"
+#include "http/server_log.h"
+#include "openai/api_error.h"
+#include "openai/ids.h"
+#include "openai/json_body.h"
+
+namespace voltserve::http {
+
+namespace {
+
+using openai::ApiError;
+using openai::ErrorCode;
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.http_status();
+  res.set_content(openai::dump_json(openai::error_body(e)), "application/json");
+  if (e.code() == ErrorCode::kQueueFull || e.code() == ErrorCode::kUnavailable) res.set_header("Retry-After", "1");
+  if (e.code() == ErrorCode::kInvalidApiKey) res.set_header("WWW-Authenticate", "Bearer");
+}
+
+bool sane_request_id(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; });
+}
+
+// Constant-time comparison: the time taken does not depend on where the strings differ.
+bool same_secret(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ (i < b.size() ? b[i] : 0));
+  return diff == 0;
+}
+
+bool authorized(const ServeOptions& options, const httplib::Request& req) {
+  if (options.api_keys.empty()) return true;
+  std::string key;
+  std::string auth = req.get_header_value("Authorization");
+  if (auth.size() > 7) {
+    std::string scheme = auth.substr(0, 7);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (scheme == "bearer ") key = auth.substr(7);
+  }
+  if (key.empty()) key = req.get_header_value("X-Api-Key");
+  bool ok = false;
+  for (const std::string& k : options.api_keys) ok = same_secret(key, k) || ok;
+  return ok;
+}
+
+uint64_t declared_length(const httplib::Request& req) {
+  std::string v = req.get_header_value("Content-Length");
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9' || n > (UINT64_MAX - 9) / 10) return 0;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
+const char* endpoint_name(const std::string& path) {
+  static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                                 "/tokenize", "/detokenize", "/apply-template"};
+  for (const char* k : kKnown) {
+    if (path == k) return k;
+  }
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
+  int threads = ctx_.options.http_threads;
+  if (threads <= 0) threads = 64 + 16;
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  server_->set_payload_max_length(ctx_.options.max_body_bytes);
+  server_->set_read_timeout(30, 0);
+  server_->set_write_timeout(30, 0);
+  server_->set_keep_alive_max_count(100);
+  server_->set_keep_alive_timeout(5);
+  install_routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+Result<int> HttpServer::bind() {
+  int port = ctx_.options.port;
+  if (port == 0) {
+    port = server_->bind_to_any_port(ctx_.options.host);
+    if (port <= 0) return unavailable(fmt::format("cannot bind to {}:<any port>", ctx_.options.host));
+    return port;
+  }
+  if (!server_->bind_to_port(ctx_.options.host, port)) {
+    return unavailable(fmt::format("cannot bind to {}:{} (in use, or not an address of this machine)",
+                                   ctx_.options.host, port));
+  }
+  return port;
+}
+
+void HttpServer::serve() { server_->listen_after_bind(); }
+
+void HttpServer::stop() { server_->stop(); }
+
+void HttpServer::install_routes() {
+  ServerContext& ctx = ctx_;
+
+  server_->set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    std::string id = req.get_header_value("x-request-id");
+    if (!sane_request_id(id)) id = openai::random_id("req-", 16);
+    res.set_header("x-request-id", id);
+    if (!ctx.options.cors_origins.empty()) {
+      std::string origin = req.get_header_value("Origin");
+      const auto& allowed = ctx.options.cors_origins;
+      if (std::find(allowed.begin(), allowed.end(), "*") != allowed.end()) {
+        res.set_header("Access-Control-Allow-Origin", "*");
+      } else if (!origin.empty() && std::find(allowed.begin(), allowed.end(), origin) != allowed.end()) {
+        res.set_header("Access-Control-Allow-Origin", origin);
+        res.set_header("Vary", "Origin");
+      }
+      res.set_header("Access-Control-Expose-Headers", "x-request-id");
+    }
+    if (req.method == "OPTIONS") {
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, x-request-id");
+      res.set_header("Access-Control-Max-Age", "600");
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    const bool open_path = req.path == "/health" || req.path == "/metrics";
+    if (!open_path && !authorized(ctx.options, req)) {
+      send_error(res, ApiError(ErrorCode::kInvalidApiKey, "missing or invalid API key (send 'Authorization: Bearer <key>')"));
+      ctx.metrics.count_request(endpoint_name(req.path), 401);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    ServerPhase phase = ctx.phase.load();
+    if (!open_path && phase == ServerPhase::kLoading) {
+      send_error(res, ApiError(ErrorCode::kUnavailable, "the model is still loading"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method == "POST" && phase == ServerPhase::kDraining) {
+      send_error(res, ApiError(ErrorCode::kUnavailable, "the server is shutting down"));
+      ctx.metrics.count_request(endpoint_name(req.path), 503);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  server_->set_error_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty() || res.is_chunked_content_provider_) return;
+    if (res.status == 413) {
+      send_error(res, ApiError(ErrorCode::kPayloadTooLarge,
+                               fmt::format("request body larger than {} bytes", ctx.options.max_body_bytes)));
+    } else if (res.status == 404) {
+      send_error(res, ApiError(ErrorCode::kNotFound, fmt::format("no route for {} {}", req.method, req.path)));
+    } else if (res.status == 405) {
+      send_error(res, ApiError(ErrorCode::kMethodNotAllowed, fmt::format("{} is not allowed on {}", req.method, req.path)));
+    } else if (res.status >= 500) {
+      send_error(res, ApiError(ErrorCode::kInternal, "internal server error"));
+    } else {
+      send_error(res, ApiError(ErrorCode::kInvalidRequest, fmt::format("bad request (HTTP {})", res.status)));
+    }
+    ctx.metrics.count_request(endpoint_name(req.path), res.status);
+  });
+
+  // Every route runs inside this wrapper: ApiError -> the table, anything else -> 500 logged with the request id.
+  using BodyHandler = std::function<void(const std::string&, const std::shared_ptr<AccessRecord>&, httplib::Response&)>;
+  auto post = [this, &ctx](const char* path, BodyHandler handler, bool generation) {
+    server_->Post(path, [&ctx, path, handler, generation](const httplib::Request& req, httplib::Response& res,
+                                                          const httplib::ContentReader& reader) {
+      auto record = std::make_shared<AccessRecord>(ctx, res.get_header_value("x-request-id"), path);
+      try {
+        std::string body;
+        bool too_large = false;
+        bool ok = reader([&](const char* data, size_t len) {
+          if (body.size() + len > ctx.options.max_body_bytes) {
+            too_large = true;
+            return false;
+          }
+          body.append(data, len);
+          return true;
+        });
+        if (too_large || (!ok && declared_length(req) > ctx.options.max_body_bytes)) {
+          throw ApiError(ErrorCode::kPayloadTooLarge,
+                         fmt::format("request body larger than {} bytes (--max-body-bytes)", ctx.options.max_body_bytes));
+        }
+        if (!ok) throw ApiError(ErrorCode::kInvalidJson, "could not read the request body");
+        if (generation && (!ctx.engine || ctx.phase.load() != ServerPhase::kReady)) {
+          throw ApiError(ErrorCode::kUnavailable, "the server is not ready");
+        }
+        handler(body, record, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const std::exception& e) {
+        server_log().error("req={} {}: unexpected error: {}", record->id(), path, e.what());
+        send_error(res, ApiError(ErrorCode::kInternal, "internal server error"));
+      }
+      if (!record->deferred()) {
+        record->set_status(res.status <= 0 ? 200 : res.status);
+        record->write();
+      }
+    });
+  };
+  post("/v1/chat/completions",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>& r, httplib::Response& res) {
+         handle_chat_completions(ctx, b, r, res);
+       },
+       true);
+  post("/v1/completions",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>& r, httplib::Response& res) {
+         handle_completions(ctx, b, r, res);
+       },
+       true);
+  post("/tokenize",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>&, httplib::Response& res) { handle_tokenize(ctx, b, res); },
+       true);
+  post("/detokenize",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>&, httplib::Response& res) { handle_detokenize(ctx, b, res); },
+       true);
+  post("/apply-template",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>&, httplib::Response& res) {
+         handle_apply_template(ctx, b, res);
+       },
+       true);
+
+  using GetHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
+  auto get = [this, &ctx](const char* pattern, const char* endpoint, GetHandler handler, bool log) {
+    server_->Get(pattern, [&ctx, endpoint, handler, log](const httplib::Request& req, httplib::Response& res) {
+      try {
+        handler(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const std::exception& e) {
+        server_log().error("{}: unexpected error: {}", endpoint, e.what());
+        send_error(res, ApiError(ErrorCode::kInternal, "internal server error"));
+      }
+      int status = res.status <= 0 ? 200 : res.status;
+      ctx.metrics.count_request(endpoint, status);
+      if (log) server_log().info("req={} GET {} status={}", res.get_header_value("x-request-id"), req.path, status);
+    });
+  };
+  get("/v1/models", "/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) { handle_models(ctx, res); }, true);
+  get(R"(/v1/models/(.+))", "/v1/models/{id}",
+      [&ctx](const httplib::Request& req, httplib::Response& res) { handle_model(ctx, req.matches[1].str(), res); }, true);
+  // Probes are polled: counted in /metrics, logged at debug only.
+  get("/health", "/health", [&ctx](const httplib::Request&, httplib::Response& res) { handle_health(ctx, res); }, false);
+  get("/metrics", "/metrics", [&ctx](const httplib::Request&, httplib::Response& res) { handle_metrics(ctx, res); }, false);
+}
+
+}  // namespace voltserve::http

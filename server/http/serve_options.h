@@ -1,0 +1,23 @@
+// Settings of the HTTP server (from built-in defaults, then config/*.json, then CLI flags; see config/README.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace voltserve::http {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;        // empty: no auth
+  std::vector<std::string> cors_origins;    // empty: no CORS headers; "*" allows any origin
+  size_t max_body_bytes = 16u << 20;        // larger bodies get 413
+  double request_timeout_s = 600;           // a request running longer is cancelled (0 = no limit)
+  double keepalive_interval_s = 10;         // SSE ": keep-alive" comment while no token arrives
+  std::string served_model_name;            // default: the model folder's name
+  int http_threads = 0;                     // 0: max_running + max_waiting + 16
+  bool mirror_reasoning = true;             // also send reasoning text as `reasoning`
+};
+
+}  // namespace voltserve::http

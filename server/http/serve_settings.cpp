@@ -1,0 +1,121 @@
+// See serve_settings.h.
+#include "http/serve_settings.h"
+
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#ifndef VOLTSERVE_DEFAULT_MODEL_DIR
+#define VOLTSERVE_DEFAULT_MODEL_DIR ""
+#endif
+
+namespace voltserve::http {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Status type_error(const std::filesystem::path& file, const std::string& key, const char* want) {
+  return invalid_argument(fmt::format("{}: '{}' must be {}", file.string(), key, want));
+}
+
+}  // namespace
+
+Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
+  std::ifstream in(file);
+  if (!in) return not_found(fmt::format("cannot open config file {}", file.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  Json j = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return invalid_argument(fmt::format("{}: not a JSON object", file.string()));
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const Json& v = it.value();
+    auto str = [&](std::string& dst) -> Status {
+      if (!v.is_string()) return type_error(file, k, "a string");
+      dst = v.get<std::string>();
+      return Status::ok();
+    };
+    auto int32 = [&](int32_t& dst, int64_t lo, int64_t hi) -> Status {
+      if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+        return type_error(file, k, fmt::format("an integer in [{}, {}]", lo, hi).c_str());
+      }
+      dst = static_cast<int32_t>(v.get<int64_t>());
+      return Status::ok();
+    };
+    auto number = [&](double& dst) -> Status {
+      if (!v.is_number() || v.get<double>() < 0) return type_error(file, k, "a non-negative number");
+      dst = v.get<double>();
+      return Status::ok();
+    };
+    auto strings = [&](std::vector<std::string>& dst) -> Status {
+      if (v.is_string()) {
+        dst = {v.get<std::string>()};
+        return Status::ok();
+      }
+      if (!v.is_array()) return type_error(file, k, "a string or an array of strings");
+      dst.clear();
+      for (const Json& x : v) {
+        if (!x.is_string()) return type_error(file, k, "a string or an array of strings");
+        dst.push_back(x.get<std::string>());
+      }
+      return Status::ok();
+    };
+    Status st;
+    int32_t port = s.http.port;
+    int32_t http_threads = s.http.http_threads;
+    if (k == "$comment" || k == "description") continue;
+    if (k == "model") st = str(s.model);
+    else if (k == "tokenizer") st = str(s.tokenizer);
+    else if (k == "backend") st = str(s.backend);
+    else if (k == "log_level") st = str(s.log_level);
+    else if (k == "threads") st = int32(s.threads, 0, 1024);
+    else if (k == "max_running") st = int32(s.max_running, 1, 4096);
+    else if (k == "max_waiting") st = int32(s.max_waiting, 0, 1 << 20);
+    else if (k == "context") st = int32(s.context, 0, 1 << 24);
+    else if (k == "max_tokens_per_step") st = int32(s.max_tokens_per_step, 1, 1 << 20);
+    else if (k == "prefill_chunk") st = int32(s.prefill_chunk, 1, 1 << 20);
+    else if (k == "max_n") st = int32(s.max_n, 1, 128);
+    else if (k == "host") st = str(s.http.host);
+    else if (k == "port") { st = int32(port, 0, 65535); s.http.port = port; }
+    else if (k == "api_keys") st = strings(s.http.api_keys);
+    else if (k == "cors_origins") st = strings(s.http.cors_origins);
+    else if (k == "max_body_bytes") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1024) st = type_error(file, k, "an integer >= 1024");
+      else s.http.max_body_bytes = static_cast<size_t>(v.get<int64_t>());
+    }
+    else if (k == "request_timeout") st = number(s.http.request_timeout_s);
+    else if (k == "keepalive_interval") st = number(s.http.keepalive_interval_s);
+    else if (k == "served_model_name") st = str(s.http.served_model_name);
+    else if (k == "http_threads") { st = int32(http_threads, 0, 4096); s.http.http_threads = http_threads; }
+    else if (k == "mirror_reasoning") {
+      if (!v.is_boolean()) st = type_error(file, k, "a boolean");
+      else s.http.mirror_reasoning = v.get<bool>();
+    }
+    else st = invalid_argument(fmt::format("{}: unknown key '{}' (see config/README.md)", file.string(), k));
+    if (!st.is_ok()) return st;
+  }
+  return Status::ok();
+}
+
+std::filesystem::path default_model_dir() {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("tests") / "fixtures" / "models" / "tiny-chat";
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+      if (fs::exists(dir / rel / "config.json", ec)) return dir / rel;
+    }
+  }
+  fs::path built_in = VOLTSERVE_DEFAULT_MODEL_DIR;
+  if (!built_in.empty() && fs::exists(built_in / "config.json", ec)) return built_in;
+  return rel;
+}
+
+}  // namespace voltserve::http

@@ -1,0 +1,37 @@
+// Every `voltserve serve` setting in one struct: built-in defaults, overridden by a JSON config file
+// (config/*.json, schema in config/README.md), overridden by CLI flags. Tested by tests/server/serve_settings_test.cpp.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "http/serve_options.h"
+#include "voltserve/status.h"
+
+namespace voltserve::http {
+
+struct ServeSettings {
+  std::string model;       // "" = the bundled default model
+  std::string tokenizer;   // "" = the model folder
+  std::string backend = "cpu";
+  std::string log_level = "info";
+  int32_t threads = 0;     // CPU backend threads (0 = automatic)
+  int32_t max_running = 16;
+  int32_t max_waiting = 64;
+  int32_t context = 0;     // 0 = the model's (capped by the runner)
+  int32_t max_tokens_per_step = 256;
+  int32_t prefill_chunk = 128;
+  int32_t max_n = 8;
+  ServeOptions http;
+};
+
+// Applies a config file's keys onto `settings`. Unknown keys and wrong types are errors naming the key.
+Status apply_config_file(const std::filesystem::path& file, ServeSettings& settings);
+
+// The bundled default model (tests/fixtures/models/tiny-chat): next to the binary's source tree
+// (<binary dir>/../tests/fixtures/models/tiny-chat), else the source tree this binary was built from, else
+// relative to the working directory.
+std::filesystem::path default_model_dir();
+
+}  // namespace voltserve::http
