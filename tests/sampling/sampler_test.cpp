@@ -220,7 +220,7 @@ TEST_CASE("padding rows (ids >= n_vocab_real) are never sampled", "[unit]") {
   for (int i = 0; i < 2000; ++i) REQUIRE(s.sample(x, kNone, kNone) < 24);
 }
 
-TEST_CASE("same seed, same tokens; another seed, other tokens", "[unit]") {
+TEST_CASE("same seed gives the same tokens, another seed other tokens", "[unit]") {
   SamplingParams p = with_temperature(1.0f);
   p.top_p = 0.95f;
   p.top_k = 40;

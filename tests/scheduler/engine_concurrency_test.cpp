@@ -24,6 +24,7 @@ TEST_CASE("64 requests from 8 threads with random cancels: one final event each,
   cfg.max_tokens_per_step = 24;
   cfg.prefill_chunk = 8;
   Harness h = make_engine(opt, cfg);
+  h.fake->set_forward_delay(std::chrono::microseconds(200));  // long enough for submits and cancels to interleave
   EventCollector events;
   constexpr int kThreads = 8, kPerThread = 8;
   std::vector<std::vector<int32_t>> prompts(kThreads * kPerThread);

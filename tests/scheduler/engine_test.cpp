@@ -369,7 +369,7 @@ TEST_CASE("a runner fault marks the engine unhealthy and fails every in-flight r
   check_pools_full(*h.engine);
 }
 
-TEST_CASE("NaN logits fail the requests sampled from them; the engine stays healthy", "[unit]") {
+TEST_CASE("NaN logits fail the requests sampled from them and the engine stays healthy", "[unit]") {
   FakeRunnerOptions opt;
   Harness h = make_engine(opt, small_config());
   h.fake->nan_at_forward(2);

@@ -53,7 +53,7 @@ TEST_CASE("decodes come first, a long prompt gets the rest of the budget in chun
   CHECK(plan.items[0].n_new_pages == 0);
 }
 
-TEST_CASE("the token budget bounds the step; the last chunk asks for logits", "[unit]") {
+TEST_CASE("the token budget bounds the step and the last chunk asks for logits", "[unit]") {
   std::vector<SchedSeq> seqs = {{1, true, 0, 20, 0}, {2, true, 16, 21, 4}, waiting(3, 5)};
   const StepPlan plan = plan_step(seqs, limits(12, 16), 100, 4);
   const StepItem* a = find(plan, 0);
