@@ -2,6 +2,7 @@
 #include "scheduler/engine_impl.h"
 
 #include <algorithm>
+#include <exception>
 #include <random>
 #include <string>
 
@@ -45,6 +46,17 @@ Status check_config(const ModelRunner* runner, const EngineConfig& c) {
 }
 
 }  // namespace
+
+void EngineImpl::deliver(Sequence& seq, Event event) {
+  // A sink that throws must not take the engine thread (and every other request) down with it.
+  try {
+    seq.sink(std::move(event));
+  } catch (const std::exception& e) {
+    engine_log().error("req={} event sink threw: {}", seq.request.id, e.what());
+  } catch (...) {
+    engine_log().error("req={} event sink threw a non-standard exception", seq.request.id);
+  }
+}
 
 Result<std::unique_ptr<Engine>> Engine::create(std::unique_ptr<ModelRunner> runner, const EngineConfig& config) {
   VS_RETURN_IF_ERROR(check_config(runner.get(), config));
@@ -109,6 +121,7 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
     }
     id = next_id_++;
     seq->id = id;
+    if (seq->request.id.empty()) seq->request.id = "#" + std::to_string(id);  // logs always name the request
     uint64_t sm = seed_base_ ^ (id * 0x9e3779b97f4a7c15ULL);
     const uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : splitmix64(sm);
     seq->sampler = Sampler(seq->request.sampling, seed, limits_.n_vocab_real);
@@ -191,10 +204,13 @@ void EngineImpl::run() {
     remove_finished();
     progressed = !seqs_.empty() && step();
     remove_finished();
+    EngineStats snapshot;
     {
       std::lock_guard lk(mutex_);
       publish_stats_locked();
+      snapshot = stats_;
     }
+    log_stats_periodically(snapshot);
     idle_cv_.notify_all();
   }
   // Shutting down: nobody may be left waiting for a final event.
@@ -342,7 +358,7 @@ void EngineImpl::emit_token(Sequence& seq, int32_t token, std::span<const float>
     finish(seq, reason, Status::ok(), std::move(ev));
     return;
   }
-  seq.sink(std::move(ev));
+  deliver(seq, std::move(ev));
 }
 
 void EngineImpl::release_resources(Sequence& seq) {
@@ -380,7 +396,7 @@ void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event 
     if (was_waiting) --n_waiting_;
     publish_stats_locked();
   }
-  seq.sink(std::move(event));
+  deliver(seq, std::move(event));
   {
     std::lock_guard lk(mutex_);
     live_ids_.erase(seq.id);
@@ -406,6 +422,21 @@ void EngineImpl::on_runner_failure(const Status& error) {
                        error.to_string());
   }
   fail_all(error);
+}
+
+void EngineImpl::log_stats_periodically(const EngineStats& s) {
+  constexpr auto kPeriod = std::chrono::seconds(10);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_stats_log_ < kPeriod) return;
+  const double seconds = std::chrono::duration<double>(now - last_stats_log_).count();
+  const uint64_t generated = s.n_tokens_generated_total - last_stats_generated_;
+  last_stats_log_ = now;
+  last_stats_generated_ = s.n_tokens_generated_total;
+  if (generated == 0 && s.n_running == 0 && s.n_waiting == 0) return;  // idle: say nothing
+  engine_log().info("stats: running {} waiting {} kv pages {}/{} used, slots {}/{} used, {:.1f} generated tokens/s, "
+                    "{} steps, {} preemptions", s.n_running, s.n_waiting, s.kv_pages_total - s.kv_pages_free,
+                    s.kv_pages_total, s.state_slots_total - s.state_slots_free, s.state_slots_total,
+                    static_cast<double>(generated) / seconds, s.n_steps, s.n_preemptions);
 }
 
 void EngineImpl::remove_finished() {

@@ -2,6 +2,7 @@
 // only submit, cancel and read stats through a mutex. Tested against a fake runner in tests/scheduler/.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -47,6 +48,9 @@ class EngineImpl final : public Engine {
   void on_runner_failure(const Status& error);
   void release_resources(Sequence& seq);
   void remove_finished();
+  void deliver(Sequence& seq, Event event);
+  // An info line (queue, cache use, tokens/s) at most every 10 s while there is work.
+  void log_stats_periodically(const EngineStats& snapshot);
   // Engine thread only (it reads engine-thread state), with mutex_ held.
   void publish_stats_locked();
 
@@ -78,7 +82,9 @@ class EngineImpl final : public Engine {
   std::vector<float> logits_;
   bool logged_fault_ = false;
   EngineStats counters_;  // token, step and preemption counters, published into stats_
-  uint64_t seed_base_ = 0;  // mixed with the request id for requests without a seed
+  uint64_t seed_base_ = 0;
+  std::chrono::steady_clock::time_point last_stats_log_ = std::chrono::steady_clock::now();
+  uint64_t last_stats_generated_ = 0;  // mixed with the request id for requests without a seed
 
   std::thread thread_;  // last: starts after every member above is constructed
 };

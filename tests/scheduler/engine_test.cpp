@@ -3,6 +3,7 @@
 // cancellation within one step, drain, runner faults, NaN logits, stop tokens, logprobs, seeds.
 #include <cmath>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -477,6 +478,19 @@ TEST_CASE("destroying the engine ends in-flight requests with kCancelled", "[uni
     CHECK(events.get(i).n_final == 1);
     CHECK(events.get(i).final_event.finish_reason == FinishReason::kCancelled);
   }
+}
+
+TEST_CASE("a sink that throws does not take the engine down", "[unit]") {
+  FakeRunnerOptions opt;
+  Harness h = make_engine(opt, small_config());
+  EventCollector events;
+  REQUIRE(h.engine->submit(greedy_request(make_prompt(4, 1), 5), [](Event) { throw std::runtime_error("client bug"); }).is_ok());
+  const auto p = make_prompt(4, 2);
+  REQUIRE(h.engine->submit(greedy_request(p, 5), events.sink(0)).is_ok());
+  h.engine->wait_idle();
+  CHECK(events.get(0).tokens == plain_greedy(opt, p, 5));
+  CHECK(h.engine->stats().healthy);
+  check_pools_full(*h.engine);
 }
 
 TEST_CASE("Engine::create rejects a bad configuration", "[unit]") {
