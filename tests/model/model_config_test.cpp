@@ -109,7 +109,7 @@ TEST_CASE("config: qwen3_5 with nested text_config, top-level tie and eos, VLM p
   CHECK(r->eos_token_ids == std::vector<int32_t>{7, 248044});
 }
 
-TEST_CASE("config: rope_parameters wins over top-level values; defaults without rope_parameters", "[unit]") {
+TEST_CASE("config: rope_parameters wins over top-level values, defaults without rope_parameters", "[unit]") {
   json cfg = text_config();
   cfg["partial_rotary_factor"] = 0.5;
   cfg["rope_theta"] = 5.0;
