@@ -1,0 +1,55 @@
+// Qwen35Weights: every tensor of the Qwen3.5 text model, loaded from a Checkpoint into a Backend (MODEL.md §5.1):
+// linear layers in their checkpoint format via load_linear(), the zero-centred norms with their "+1" added here
+// (never for the plain-weight GDN gated norm), conv1d reshaped to [channels, K]. Tested through tests/golden.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/checkpoint.h"
+#include "model/model_config.h"
+#include "voltserve/status.h"
+
+namespace voltserve {
+
+struct Qwen35AttentionLayer {
+  std::unique_ptr<PreparedLinear> q_proj;  // [n_heads * 2 * head_dim, hidden]: per head [query | gate]
+  std::unique_ptr<PreparedLinear> k_proj;  // [n_kv_heads * head_dim, hidden]
+  std::unique_ptr<PreparedLinear> v_proj;
+  std::unique_ptr<PreparedLinear> o_proj;  // [hidden, n_heads * head_dim]
+  AttentionWeights norms;                  // q_norm / k_norm, (1 + w)
+};
+
+struct Qwen35GdnLayer {
+  std::unique_ptr<PreparedLinear> in_proj_qkv;  // [conv_dim, hidden]: [q | k | v], head-major
+  std::unique_ptr<PreparedLinear> in_proj_z;    // [n_v_heads * head_v_dim, hidden]
+  std::unique_ptr<PreparedLinear> in_proj_b;    // [n_v_heads, hidden]
+  std::unique_ptr<PreparedLinear> in_proj_a;    // [n_v_heads, hidden]
+  std::unique_ptr<PreparedLinear> out_proj;     // [hidden, n_v_heads * head_v_dim]
+  GdnWeights w;
+};
+
+struct Qwen35Layer {
+  LayerType type = LayerType::kLinearAttention;
+  Tensor input_norm;  // [1, hidden], (1 + w)
+  Tensor post_norm;   // [1, hidden], (1 + w)
+  Qwen35AttentionLayer attn;  // full-attention layers
+  Qwen35GdnLayer gdn;         // linear-attention layers
+  std::unique_ptr<PreparedLinear> gate_proj;  // [intermediate, hidden]
+  std::unique_ptr<PreparedLinear> up_proj;
+  std::unique_ptr<PreparedLinear> down_proj;  // [hidden, intermediate]
+};
+
+struct Qwen35Weights {
+  std::unique_ptr<PreparedLinear> embed;    // [vocab, hidden]
+  std::unique_ptr<PreparedLinear> lm_head;  // [vocab, hidden]; null when tied (use embed)
+  Tensor final_norm;                        // [1, hidden], (1 + w)
+  std::vector<Qwen35Layer> layers;
+  const PreparedLinear& output() const { return lm_head ? *lm_head : *embed; }
+};
+
+// Loads the text model's weights (vision and mtp.* tensors are not touched). Errors name the tensor.
+Result<Qwen35Weights> load_qwen35_weights(const Checkpoint& checkpoint, const ModelConfig& config, Backend& backend);
+
+}  // namespace voltserve
