@@ -158,13 +158,15 @@ void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, int64_t n, in
 int main(int argc, char** argv) {
   bool quick = false;
   bool sm70_too = true;
+  bool sweep = false;
   const char* out_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sm70")) sm70_too = false;
+    else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--out results.tsv]\n");
+      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--sweep] [--out results.tsv]\n");
       return 2;
     }
   }
@@ -219,6 +221,47 @@ int main(int argc, char** argv) {
   std::vector<KernelFamily> fams = {KernelFamily::kSm80};
   if (cc < 80) fams = {KernelFamily::kSm70};
   else if (sm70_too) fams.push_back(KernelFamily::kSm70);
+
+  if (sweep && cc >= 80) {
+    // sm80 decode-kernel variants (LinearArgs::tuning) on the shapes that carry most bytes.
+    std::printf("\n== sweep: sm80 variants (see sm80::linear_decode for the variants) ==\n");
+    for (const Shape& sh : kShapes) {
+      if (sh.count < 48 && sh.n != 248320 && sh.n != 1024) continue;
+      for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+        if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;
+        Weights w;
+        make_weights(w, codec, KernelFamily::kSm80, sh.n, sh.k, l2);
+        const int copies = static_cast<int>(w.codes.size());
+        for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
+          std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
+          for (int tuning : {1, 5, 6, 7, 12, 13}) {
+            LinearArgs a;
+            a.x = x;
+            a.m = m;
+            a.y = y;
+            a.stream = s;
+            a.tuning = tuning;
+            const double us = median_us_graph(s, std::max(copies, 8), 15, [&](int i) {
+              PackedWeightView v;
+              v.codec = codec;
+              v.family = KernelFamily::kSm80;
+              v.n = sh.n;
+              v.k = sh.k;
+              v.codes = static_cast<const uint8_t*>(w.codes[i % copies]);
+              v.scales = w.scale_bytes ? static_cast<const uint8_t*>(w.scales[i % copies]) : nullptr;
+              v.global_scale = 1.0f / 2048.0f;
+              v.tensor_scale = 0.01f;
+              if (!linear_forward(v, a).ok()) std::exit(1);
+            });
+            const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
+            std::printf("  v%d %6.1fus %5.1f%%", tuning, us, 100.0 * gbs / ceiling_gbs);
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
 
   for (const Shape& sh : kShapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {

@@ -59,11 +59,24 @@ __device__ __forceinline__ float e4m3_value(uint32_t bits) {
 }
 
 // Fills the per-lane lookup table: entry [byte][lane] = half2(e2m1(low nibble), e2m1(high nibble)), true values.
+// An e2m1 value's f16 has a zero low byte; its high byte comes from a packed 8-entry table plus the sign.
 __device__ __forceinline__ void fill_e2m1_lut(uint32_t* lut) {
-  for (int i = threadIdx.x; i < kLutWords; i += blockDim.x) {
-    const uint32_t b = static_cast<uint32_t>(i) >> 5;
-    lut[i] = half2_bits(e2m1_value(b & 0xF), e2m1_value(b >> 4));
+  constexpr uint64_t kHigh = 0x464442403E3C3800ull;  // f16 high bytes of 0, .5, 1, 1.5, 2, 3, 4, 6
+  // Each entry is computed once and written to its 32 lane columns with 16-byte stores (8 threads per entry).
+  for (int i = threadIdx.x; i < kLutWords / 4; i += blockDim.x) {
+    const uint32_t b = static_cast<uint32_t>(i) >> 3;
+    const uint32_t lo = static_cast<uint32_t>((kHigh >> (8 * (b & 7))) & 0xFF) | ((b & 0x08) << 4);
+    const uint32_t hi = static_cast<uint32_t>((kHigh >> (8 * ((b >> 4) & 7))) & 0xFF) | (b & 0x80);
+    const uint32_t v = (lo << 8) | (hi << 24);
+    reinterpret_cast<uint4*>(lut)[i] = make_uint4(v, v, v, v);
   }
+}
+
+// e4m3 group scale (valid, non-NaN codes) times `mult`, duplicated into an f16x2: the e4m3 bits are moved into
+// f16 fields (exact, value * 2^-8), so `mult` must carry the 2^8.
+__device__ __forceinline__ uint32_t e4m3_scale_h2(uint32_t b, float mult) {
+  const uint32_t h = ((b & 0x80) << 8) | ((b & 0x7F) << 7);
+  return half_bits_dup(__half2float(__ushort_as_half(static_cast<unsigned short>(h))) * mult);
 }
 
 // Byte j of a word through this lane's table column.

@@ -50,8 +50,8 @@ __device__ __forceinline__ void row_step(float (&acc)[NT][8], const uint4& w, ui
                                          const uint32_t* lut_lane, float gscale) {
   const uint32_t words[4] = {w.x, w.y, w.z, w.w};
   if constexpr (!kFp8) {
-    const uint32_t s0 = detail::half_bits_dup(detail::e4m3_value(sc & 0xFF) * gscale);
-    const uint32_t s1 = detail::half_bits_dup(detail::e4m3_value(sc >> 8) * gscale);
+    const uint32_t s0 = detail::e4m3_scale_h2(sc & 0xFF, gscale);
+    const uint32_t s1 = detail::e4m3_scale_h2(sc >> 8, gscale);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const uint32_t word = words[j >> 1];
@@ -82,7 +82,7 @@ __device__ __forceinline__ void row_step(float (&acc)[NT][8], const uint4& w, ui
 
 template <bool kFp8, int NT>
 __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
-  extern __shared__ uint32_t smem[];
+  extern __shared__ __align__(16) uint32_t smem[];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int q = (lane >> 2) & 3;
@@ -216,7 +216,10 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
       pairs[b] = detail::half2_bits(detail::e2m1_value(byte & 0xF) * s, detail::e2m1_value(byte >> 4) * s);
     }
     uint4* dst = reinterpret_cast<uint4*>(orow + kbase);
-    for (int v = 0; v < 4; ++v) dst[v] = make_uint4(pairs[4 * v], pairs[4 * v + 1], pairs[4 * v + 2], pairs[4 * v + 3]);
+    for (int v = 0; v < 4; ++v) {
+      if (kbase + 8 * v >= k) break;  // k % 32 == 16: the k-block's second half is padding
+      dst[v] = make_uint4(pairs[4 * v], pairs[4 * v + 1], pairs[4 * v + 2], pairs[4 * v + 3]);
+    }
   } else {
     const float s = tscale * (chs != nullptr ? chs[row] : 1.0f);
     const int kbase = kb * 16;
@@ -244,7 +247,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.x = static_cast<const __half*>(a.x);
   p.y = a.y;
   p.channel_scales = fp8 ? w.channel_scales : nullptr;
-  p.global_scale = w.global_scale;
+  p.global_scale = w.global_scale * 256.0f;  // e4m3_scale_h2 leaves out 2^8
   p.out_scale = fp8 ? w.tensor_scale * 256.0f : 1.0f;
   p.n = static_cast<int>(w.n);
   p.k = static_cast<int>(w.k);

@@ -8,6 +8,8 @@
 // B (a sum does not care), which lets B come from one contiguous 32-byte run of x per lane and token.
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "linear/linear.h"
 #include "linear/linear_device.cuh"
 
@@ -16,10 +18,35 @@ namespace {
 
 using detail::fp8_pair;
 using detail::hmul2;
-using detail::lut_pair;
 
-constexpr int kWarps = 8;
-constexpr int kUnroll = 4;
+// LUT entry for byte J of `word`: byte * 128 + lane * 4 built with one shift and one LOP3 (the lane offset has
+// no bits under the byte mask, so OR adds it).
+template <int J>
+__device__ __forceinline__ uint32_t lut_fast(const char* lut, uint32_t lane4, uint32_t word) {
+  const uint32_t sh = J == 0 ? (word << 7) : (word >> (8 * J - 7));
+  return *reinterpret_cast<const uint32_t*>(lut + ((sh & 0x7F80u) | lane4));
+}
+
+// Two e4m3 bytes to f16x2 holding value * 2^-8 (hardware conversion from sm_89 on, scaled back by 2^-8 in the
+// epilogue instead; the integer path elsewhere).
+template <int J>
+__device__ __forceinline__ uint32_t fp8_pair_fast(uint32_t word) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t out;
+  const unsigned short in = static_cast<unsigned short>(word >> (16 * J));
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(in));
+  return out;
+#else
+  return fp8_pair<J>(word);
+#endif
+}
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+constexpr float kFp8DecodeScale = 1.0f / 256.0f;  // hardware cvt gives true values; out_scale carries 2^8
+#else
+constexpr float kFp8DecodeScale = 1.0f;
+#endif
+
 
 struct Params {
   const uint4* codes;
@@ -49,10 +76,10 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 // One k-block of one 16-row tile: 4 (NVFP4) or 2 (FP8) MMAs per token tile.
 template <bool kFp8, int NT>
 __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, uint32_t sc,
-                                          const uint32_t (&xw)[NT][8], const uint32_t* lut_lane, float gscale) {
+                                          const uint32_t (&xw)[NT][8], const char* lut, uint32_t lane4, float gscale) {
   if constexpr (!kFp8) {
-    const uint32_t s_lo = detail::half_bits_dup(detail::e4m3_value(sc & 0xFF) * gscale);
-    const uint32_t s_hi = detail::half_bits_dup(detail::e4m3_value(sc >> 8) * gscale);
+    const uint32_t s_lo = detail::e4m3_scale_h2(sc & 0xFF, gscale);
+    const uint32_t s_hi = detail::e4m3_scale_h2(sc >> 8, gscale);
     const uint32_t lo[2] = {w.x, w.y};
     const uint32_t hi[2] = {w.z, w.w};
 #pragma unroll
@@ -61,15 +88,15 @@ __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, u
       const uint32_t wh = hi[i >> 1];
       uint32_t a0, a1, a2, a3;
       if ((i & 1) == 0) {
-        a0 = lut_pair<0>(lut_lane, wl);
-        a2 = lut_pair<1>(lut_lane, wl);
-        a1 = lut_pair<0>(lut_lane, wh);
-        a3 = lut_pair<1>(lut_lane, wh);
+        a0 = lut_fast<0>(lut, lane4, wl);
+        a2 = lut_fast<1>(lut, lane4, wl);
+        a1 = lut_fast<0>(lut, lane4, wh);
+        a3 = lut_fast<1>(lut, lane4, wh);
       } else {
-        a0 = lut_pair<2>(lut_lane, wl);
-        a2 = lut_pair<3>(lut_lane, wl);
-        a1 = lut_pair<2>(lut_lane, wh);
-        a3 = lut_pair<3>(lut_lane, wh);
+        a0 = lut_fast<2>(lut, lane4, wl);
+        a2 = lut_fast<3>(lut, lane4, wl);
+        a1 = lut_fast<2>(lut, lane4, wh);
+        a3 = lut_fast<3>(lut, lane4, wh);
       }
       a0 = hmul2(a0, s_lo);
       a2 = hmul2(a2, s_lo);
@@ -83,19 +110,22 @@ __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, u
     const uint32_t hi[2] = {w.z, w.w};
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
-      const uint32_t a0 = fp8_pair<0>(lo[j]);
-      const uint32_t a2 = fp8_pair<1>(lo[j]);
-      const uint32_t a1 = fp8_pair<0>(hi[j]);
-      const uint32_t a3 = fp8_pair<1>(hi[j]);
+      const uint32_t a0 = fp8_pair_fast<0>(lo[j]);
+      const uint32_t a2 = fp8_pair_fast<1>(lo[j]);
+      const uint32_t a1 = fp8_pair_fast<0>(hi[j]);
+      const uint32_t a3 = fp8_pair_fast<1>(hi[j]);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) mma16816(acc[nt], a0, a1, a2, a3, xw[nt][2 * j], xw[nt][2 * j + 1]);
     }
   }
 }
 
-template <bool kFp8, int NT, int R>
-__global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
-  extern __shared__ uint32_t smem[];
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int LOADK = 0, int ABLATE = 0>
+__global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
+  constexpr int kWarps = WARPS;
+  // Static shared memory: the table's address is a link-time constant, so a lookup is LDS [reg + imm].
+  // The same space holds the split-k reduction afterwards (<= 16 KB).
+  __shared__ __align__(16) uint32_t smem[kFp8 ? 4096 : detail::kLutWords];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
@@ -104,7 +134,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
     detail::fill_e2m1_lut(smem);
     __syncthreads();
   }
-  const uint32_t* lut_lane = smem + lane;
   const int tile0 = blockIdx.x * R;
   constexpr int kKPerBlock = kFp8 ? 32 : 64;  // k values per 32-byte k-block
   constexpr int kKPerLane = kFp8 ? 8 : 16;
@@ -117,47 +146,102 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.0f;
 
-  for (int kb0 = warp; kb0 < p.kblocks; kb0 += kWarps * kUnroll) {
-    uint4 wv[kUnroll][R];
-    uint32_t sv[kUnroll][R];
+  // Software pipeline over this warp's k-blocks kb_j = warp + j * kWarps: a ring of kRing weight loads is
+  // always in flight (slot u is refilled with step j + kRing as soon as step j consumed it), and the
+  // activations of step j + 1 are loaded while step j computes. Addresses advance by compile-time strides.
+  constexpr int kRing = RING / R;
+  constexpr int kWStep = kWarps * 32;                 // uint4 / scale units between a warp's k-blocks
+  constexpr int kXStep = kWarps * kKPerBlock;         // halves between a warp's k-blocks
+  const int cnt = p.kblocks > warp ? (p.kblocks - warp + kWarps - 1) / kWarps : 0;
+  const size_t tstride = static_cast<size_t>(p.kblocks) * 32;
+  const size_t wofs = (static_cast<size_t>(tile0) * p.kblocks + warp) * 32 + lane;
+  const uint4* wptr = p.codes + wofs;
+  const uint16_t* sptr = kFp8 ? nullptr : p.scales + wofs;
+  bool tile_ok[R];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int kb = kb0 + u * kWarps;
+  for (int r = 0; r < R; ++r) tile_ok[r] = tile0 + r < p.n_tiles;
+  const __half* xptr[NT];
+  int xlim[NT];  // k-blocks of this warp whose x lies inside the row (0 for padded tokens)
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int tok = nt * 8 + g;
+    const int k0 = warp * kKPerBlock + t * kKPerLane;
+    xptr[nt] = p.x + static_cast<size_t>(tok < p.m ? tok : 0) * p.k + k0;
+    xlim[nt] = tok < p.m && p.k > k0 ? (p.k - k0 + kXStep - 1) / kXStep : 0;
+  }
+  auto load_w = [&](int j, int ofs, uint4 (&wv)[R], uint32_t (&sv)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (j < cnt && tile_ok[r]) {
+        if constexpr (ABLATE == 2) {
+          wv[r] = make_uint4(0x12345678u + j, 0x9abcdef0u, 0x0f1e2d3cu, 0x4b5a6978u);
+        } else if constexpr (LOADK == 1) {
+          wv[r] = __ldcs(wptr + r * tstride + ofs);
+        } else if constexpr (LOADK == 2) {
+          wv[r] = __ldg(wptr + r * tstride + ofs);
+        } else {
+          wv[r] = detail::ld_stream(wptr + r * tstride + ofs);
+        }
+        sv[r] = kFp8 ? 0u : static_cast<uint32_t>(sptr[r * tstride + ofs]);
+      } else {
+        wv[r] = make_uint4(0, 0, 0, 0);
+        sv[r] = 0;
+      }
+    }
+  };
+  auto load_x = [&](int j, int ofs, uint32_t (&xw)[NT][8]) {
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint4 v0 = make_uint4(0, 0, 0, 0);
+      uint4 v1 = make_uint4(0, 0, 0, 0);
+      if (j < xlim[nt]) {
+        v0 = detail::ld_x(xptr[nt] + ofs);
+        if (!kFp8) v1 = detail::ld_x(xptr[nt] + ofs + 8);
+      }
+      xw[nt][0] = v0.x; xw[nt][1] = v0.y; xw[nt][2] = v0.z; xw[nt][3] = v0.w;
+      xw[nt][4] = v1.x; xw[nt][5] = v1.y; xw[nt][6] = v1.z; xw[nt][7] = v1.w;
+    }
+  };
+  uint4 ring_w[kRing][R];
+  uint32_t ring_s[kRing][R];
+#pragma unroll
+  for (int u = 0; u < kRing; ++u) load_w(u, u * kWStep, ring_w[u], ring_s[u]);
+  uint32_t xcur[NT][8];
+  load_x(0, 0, xcur);
+  const char* lut = reinterpret_cast<const char*>(smem);
+  const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
+  for (int j0 = 0; j0 < cnt; j0 += kRing) {
+#pragma unroll
+    for (int u = 0; u < kRing; ++u) {
+      const int j = j0 + u;
+      if (j >= cnt) break;
+      uint4 w[R];
+      uint32_t sc[R];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const int tile = tile0 + r;
-        if (kb < p.kblocks && tile < p.n_tiles) {
-          const size_t unit = (static_cast<size_t>(tile) * p.kblocks + kb) * 32 + lane;
-          wv[u][r] = detail::ld_stream(p.codes + unit);
-          sv[u][r] = kFp8 ? 0u : static_cast<uint32_t>(p.scales[unit]);
+        w[r] = ring_w[u][r];
+        sc[r] = ring_s[u][r];
+      }
+      load_w(j + kRing, (u + kRing) * kWStep, ring_w[u], ring_s[u]);
+      uint32_t xnext[NT][8];
+      load_x(j + 1, (u + 1) * kXStep, xnext);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if constexpr (ABLATE == 1) {  // diagnostics: stream the weights, skip decode and MMA
+          acc[r][0][0] += __uint_as_float((w[r].x ^ w[r].y ^ w[r].z ^ w[r].w ^ sc[r] ^ xcur[0][0]) & 0x3F7FFFFFu);
         } else {
-          wv[u][r] = make_uint4(0, 0, 0, 0);
-          sv[u][r] = 0;
+          tile_step<kFp8, NT>(acc[r], w[r], sc[r], xcur, lut, lane4, p.global_scale);
         }
       }
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int q = 0; q < 8; ++q) xcur[nt][q] = xnext[nt][q];
     }
+    wptr += kRing * kWStep;
+    if (!kFp8) sptr += kRing * kWStep;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int kb = kb0 + u * kWarps;
-      if (kb >= p.kblocks) break;
-      const int kx = kb * kKPerBlock + t * kKPerLane;
-      uint32_t xw[NT][8];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const int tok = nt * 8 + g;
-        uint4 v0 = make_uint4(0, 0, 0, 0);
-        uint4 v1 = make_uint4(0, 0, 0, 0);
-        if (tok < p.m && kx < p.k) {
-          const __half* xp = p.x + static_cast<size_t>(tok) * p.k + kx;
-          v0 = detail::ld_x(xp);
-          if (!kFp8) v1 = detail::ld_x(xp + 8);
-        }
-        xw[nt][0] = v0.x; xw[nt][1] = v0.y; xw[nt][2] = v0.z; xw[nt][3] = v0.w;
-        xw[nt][4] = v1.x; xw[nt][5] = v1.y; xw[nt][6] = v1.z; xw[nt][7] = v1.w;
-      }
-#pragma unroll
-      for (int r = 0; r < R; ++r) tile_step<kFp8, NT>(acc[r], wv[u][r], sv[u][r], xw, lut_lane, p.global_scale);
-    }
+    for (int nt = 0; nt < NT; ++nt) xptr[nt] += kRing * kXStep;
   }
 
   // Split-k reduction across the block's warps (the LUT space is reused).
@@ -182,7 +266,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
     const int row = (tile0 + r) * 16 + (ln >> 2) + 8 * (c >> 1);
     const int tok = nt * 8 + 2 * (ln & 3) + (c & 1);
     if (row < p.n && tok < p.m) {
-      float v = s * p.out_scale;
+      float v = s * p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
       if (p.channel_scales != nullptr) v *= p.channel_scales[row];
       const size_t idx = static_cast<size_t>(tok) * p.n + row;
       if (p.y_f32) {
@@ -194,13 +278,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
   }
 }
 
-template <bool kFp8, int NT, int R>
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int LOADK = 0, int ABLATE = 0>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   const int blocks = (p.n_tiles + R - 1) / R;
-  const size_t red_bytes = static_cast<size_t>(kWarps) * R * NT * 128 * sizeof(float);
-  const size_t lut_bytes = kFp8 ? 0 : detail::kLutWords * sizeof(uint32_t);
-  const size_t smem = red_bytes > lut_bytes ? red_bytes : lut_bytes;
-  decode_kernel<kFp8, NT, R><<<blocks, kWarps * 32, smem, stream>>>(p);
+  static_assert(WARPS * R * NT * 128 <= 4096, "reduction must fit the static shared buffer");
+  decode_kernel<kFp8, NT, R, RING, WARPS, MINB, LOADK, ABLATE><<<blocks, WARPS * 32, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -262,7 +344,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.x = static_cast<const __half*>(a.x);
   p.y = a.y;
   p.channel_scales = fp8 ? w.channel_scales : nullptr;
-  p.global_scale = w.global_scale;
+  p.global_scale = w.global_scale * 256.0f;  // e4m3_scale_h2 leaves out 2^8
   p.out_scale = fp8 ? w.tensor_scale * 256.0f : 1.0f;
   p.n = static_cast<int>(w.n);
   p.k = static_cast<int>(w.k);
@@ -270,16 +352,42 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.n_tiles = static_cast<int>(w.n / 16);
   p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
   p.y_f32 = a.y_f32;
-  const bool two = a.m > 8;
-  const bool wide = p.n_tiles >= 512;  // two tiles per block once there are plenty of tiles (x reuse)
+  // Variants (LinearArgs::tuning): tiles per block R, weight loads in flight per warp (ring), warps per block
+  // (k split) and resident blocks per SM asked of the register allocator. Defaults picked from the H200 sweep in
+  // bench/RESULTS.md. 1: R1 ring4 w8 b2, 5: R1 ring4 w4 b5, 6: R1 ring2 w8 b4, 7: R1 ring4 w16 b1;
+  // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only.
+  int tuning = a.tuning;
+  if (tuning == 0) {
+    if (p.n_tiles < 256) {
+      tuning = 7;  // few tiles: split k over 16 warps to fill the GPU
+    } else if (a.m <= 8) {
+      tuning = 6;
+    } else {
+      tuning = fp8 ? 1 : 5;
+    }
+  }
+  if (tuning != 1 && tuning != 5 && tuning != 6 && tuning != 7 && tuning != 12 && tuning != 13) {
+    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12 or 13");
+  }
   auto stream = static_cast<cudaStream_t>(a.stream);
   cudaError_t err;
+  auto go = [&](auto fp8_tag, auto nt_tag) {
+    constexpr bool F = decltype(fp8_tag)::value;
+    constexpr int NT = decltype(nt_tag)::value;
+    switch (tuning) {
+      case 1: return launch<F, NT, 1, 4, 8, 2>(p, stream);
+      case 5: return launch<F, NT, 1, 4, 4, 5>(p, stream);
+      case 6: return launch<F, NT, 1, 2, 8, 4>(p, stream);
+      case 7: return launch<F, NT, 1, 4, 16, 1>(p, stream);
+      case 12: return launch<F, NT, 1, 4, 8, 2, 0, 1>(p, stream);
+      default: return launch<F, NT, 1, 4, 8, 2, 0, 2>(p, stream);
+    }
+  };
+  const bool two = a.m > 8;
   if (fp8) {
-    err = two ? (wide ? launch<true, 2, 2>(p, stream) : launch<true, 2, 1>(p, stream))
-              : (wide ? launch<true, 1, 2>(p, stream) : launch<true, 1, 1>(p, stream));
+    err = two ? go(std::true_type{}, std::integral_constant<int, 2>{}) : go(std::true_type{}, std::integral_constant<int, 1>{});
   } else {
-    err = two ? (wide ? launch<false, 2, 2>(p, stream) : launch<false, 2, 1>(p, stream))
-              : (wide ? launch<false, 1, 2>(p, stream) : launch<false, 1, 1>(p, stream));
+    err = two ? go(std::false_type{}, std::integral_constant<int, 2>{}) : go(std::false_type{}, std::integral_constant<int, 1>{});
   }
   VS_CUDA_TRY(err);
   return KernelStatus::Ok();
