@@ -138,6 +138,16 @@ TEST_CASE("top-p keeps the smallest prefix whose mass reaches top_p", "[unit]") 
   p.top_p = 0.9f;  // needs the 0.15 too
   Sampler(p, 0).final_distribution(x, dist);
   CHECK(dist.size() == 3);
+  // Right at the boundary of 0.5 + 0.3: just below keeps two, just above needs a third.
+  p.top_p = 0.799f;
+  Sampler(p, 0).final_distribution(x, dist);
+  CHECK(dist.size() == 2);
+  p.top_p = 0.801f;
+  Sampler(p, 0).final_distribution(x, dist);
+  CHECK(dist.size() == 3);
+  p.top_p = 0.499f;
+  Sampler(p, 0).final_distribution(x, dist);
+  CHECK(dist.size() == 1);
   p.top_p = 1e-6f;  // tiny: only the argmax survives, sampling is then deterministic
   Sampler tiny(p, 0);
   for (int i = 0; i < 100; ++i) CHECK(tiny.sample(x, kNone, kNone) == 1);

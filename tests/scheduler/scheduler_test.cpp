@@ -53,6 +53,18 @@ TEST_CASE("decodes come first, a long prompt gets the rest of the budget in chun
   CHECK(plan.items[0].n_new_pages == 0);
 }
 
+TEST_CASE("an older prefilling sequence cannot take the budget from a decode", "[unit]") {
+  // The prefill arrived first and could use the whole budget; the decode still gets its token.
+  std::vector<SchedSeq> seqs = {{1, true, 16, 1000, 4}, decoding(2, 10)};
+  const StepPlan plan = plan_step(seqs, limits(8, 8), 300, 0);
+  REQUIRE(plan.items.size() == 2);
+  CHECK(plan.items[0].seq == 1);
+  CHECK(plan.items[0].n_tokens == 1);
+  CHECK(plan.items[1].seq == 0);
+  CHECK(plan.items[1].n_tokens == 7);
+  CHECK(plan.n_tokens == 8);
+}
+
 TEST_CASE("the token budget bounds the step and the last chunk asks for logits", "[unit]") {
   std::vector<SchedSeq> seqs = {{1, true, 0, 20, 0}, {2, true, 16, 21, 4}, waiting(3, 5)};
   const StepPlan plan = plan_step(seqs, limits(12, 16), 100, 4);
