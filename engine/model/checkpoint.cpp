@@ -1,6 +1,8 @@
 // Checkpoint: opens and validates every safetensors file of a model folder and serves typed tensor views.
 #include "model/checkpoint.h"
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>

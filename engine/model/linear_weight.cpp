@@ -149,12 +149,10 @@ Result<LinearWeight> load_fp8(const Checkpoint& ckpt, const QuantConfig& quant, 
                               ", expected positive finite scales");
     }
   }
-  for (const char* in_name : {".input_scale"}) {
-    if (ckpt.contains(module + in_name)) {
-      VS_ASSIGN_OR_RETURN(TensorView is, ckpt.tensor(module + in_name));
-      VS_ASSIGN_OR_RETURN(float v, scalar_value(is, "input_scale", true));
-      w.input_scale = v;
-    }
+  if (ckpt.contains(module + ".input_scale")) {
+    VS_ASSIGN_OR_RETURN(TensorView is, ckpt.tensor(module + ".input_scale"));
+    VS_ASSIGN_OR_RETURN(float v, scalar_value(is, "input_scale", true));
+    w.input_scale = v;
   }
   return w;
 }
