@@ -47,6 +47,18 @@ Status check_config(const ModelRunner* runner, const EngineConfig& c) {
 
 }  // namespace
 
+// The runner contract is Status, not exceptions; one that escapes anyway (bad_alloc in a model) is a fault.
+template <class Fn>
+Status EngineImpl::guarded(Fn&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    return internal_error(std::string("the model runner threw: ") + e.what());
+  } catch (...) {
+    return internal_error("the model runner threw a non-standard exception");
+  }
+}
+
 void EngineImpl::deliver(Sequence& seq, Event event) {
   // A sink that throws must not take the engine thread (and every other request) down with it.
   try {
@@ -275,7 +287,7 @@ bool EngineImpl::step() {
         std::lock_guard lk(mutex_);
         --n_waiting_;
       }
-      if (Status st = runner_->reset_slot(s.slot); !st.is_ok()) {
+      if (Status st = guarded([&] { return runner_->reset_slot(s.slot); }); !st.is_ok()) {
         on_runner_failure(st);
         return false;
       }
@@ -302,7 +314,7 @@ bool EngineImpl::step() {
   sched_log().debug("step {}: {} sequences, {} tokens, {} new pages, {} admitted, {} preempted", counters_.n_steps,
                     plan.items.size(), plan.n_tokens, plan.n_new_pages, plan.n_admitted, plan.preempted.size());
 
-  Status st = runner_->forward(steps, logits_);
+  Status st = guarded([&] { return runner_->forward(steps, logits_); });
   ++counters_.n_steps;
   const size_t vocab = static_cast<size_t>(limits_.vocab_size);
   if (st.is_ok() && logits_.size() != static_cast<size_t>(n_logits) * vocab) {

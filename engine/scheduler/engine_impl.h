@@ -49,6 +49,8 @@ class EngineImpl final : public Engine {
   void release_resources(Sequence& seq);
   void remove_finished();
   void deliver(Sequence& seq, Event event);
+  template <class Fn>
+  static Status guarded(Fn&& call);
   // An info line (queue, cache use, tokens/s) at most every 10 s while there is work.
   void log_stats_periodically(const EngineStats& snapshot);
   // Engine thread only (it reads engine-thread state), with mutex_ held.

@@ -371,6 +371,21 @@ TEST_CASE("a runner fault marks the engine unhealthy and fails every in-flight r
   check_pools_full(*h.engine);
 }
 
+TEST_CASE("a runner that throws is a fault like an error status", "[unit]") {
+  FakeRunnerOptions opt;
+  Harness h = make_engine(opt, small_config());
+  h.fake->throw_at_forward(1);
+  EventCollector events;
+  REQUIRE(h.engine->submit(greedy_request(make_prompt(3, 1), 10), events.sink(0)).is_ok());
+  h.engine->wait_idle();
+  const Stream s = events.get(0);
+  CHECK(s.n_final == 1);
+  CHECK(s.final_event.finish_reason == FinishReason::kError);
+  CHECK(s.final_event.error.message().find("threw: injected exception") != std::string::npos);
+  CHECK_FALSE(h.engine->stats().healthy);
+  check_pools_full(*h.engine);
+}
+
 TEST_CASE("NaN logits fail the requests sampled from them and the engine stays healthy", "[unit]") {
   FakeRunnerOptions opt;
   Harness h = make_engine(opt, small_config());

@@ -1,9 +1,12 @@
 // plan_step(): decodes before prefill, chunking within the token budget, FCFS admission by slots and pages,
 // preempt-by-recompute of the newest sequences, need_logits.
+#include <algorithm>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
 
+#include "cache/page_table.h"
+#include "sampling/rng.h"
 #include "scheduler/scheduler.h"
 
 using namespace voltserve;
@@ -150,4 +153,78 @@ TEST_CASE("out of pages: the newest sequences are preempted for older ones, neve
   plan = plan_step(hopeless, limits(64, 16), 0, 0);
   CHECK(plan.preempted.empty());
   CHECK(plan.items.empty());
+}
+
+TEST_CASE("random states: every plan respects budget, chunk, pages, slots, FCFS and preemption rules", "[unit]") {
+  Xoshiro256 rng(2024);
+  auto below = [&](int n) { return static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(n)); };
+  for (int trial = 0; trial < 3000; ++trial) {
+    const SchedulerLimits lim = limits(1 + below(40), 1 + below(20), 1 + below(6));
+    const int n_seqs = below(9);
+    std::vector<SchedSeq> seqs;
+    int32_t admitted = 0;
+    for (int i = 0; i < n_seqs; ++i) {
+      SchedSeq s;
+      s.arrival = static_cast<uint64_t>(10 + below(1000)) * 16 + static_cast<uint64_t>(i);  // distinct
+      s.admitted = admitted < lim.max_running && below(2) == 0;
+      s.n_target = 1 + below(60);
+      s.n_computed = s.admitted ? below(s.n_target) : 0;
+      s.n_pages_held = s.admitted ? pages_for_tokens(s.n_computed, 4) : 0;
+      admitted += s.admitted ? 1 : 0;
+      seqs.push_back(s);
+    }
+    const int32_t free_pages = below(30), free_slots = below(5);
+    const StepPlan plan = plan_step(seqs, lim, free_pages, free_slots);
+
+    int32_t tokens = 0, new_pages = 0, admits = 0, freed_pages = 0;
+    std::vector<int> seen(seqs.size(), 0);
+    for (int32_t v : plan.preempted) {
+      REQUIRE(seqs[static_cast<size_t>(v)].admitted);
+      freed_pages += seqs[static_cast<size_t>(v)].n_pages_held;
+      seen[static_cast<size_t>(v)] += 10;
+    }
+    for (const StepItem& it : plan.items) {
+      const SchedSeq& s = seqs[static_cast<size_t>(it.seq)];
+      REQUIRE(++seen[static_cast<size_t>(it.seq)] == 1);  // once, and never both preempted and scheduled
+      REQUIRE(it.n_tokens >= 1);
+      REQUIRE(it.n_tokens <= s.n_target - s.n_computed);
+      if (it.n_tokens > 1) REQUIRE(it.n_tokens <= lim.prefill_chunk);
+      REQUIRE(it.admit == !s.admitted);
+      REQUIRE(it.n_new_pages == pages_for_tokens(s.n_computed + it.n_tokens, 4) - s.n_pages_held);
+      REQUIRE(it.need_logits == (s.n_computed + it.n_tokens == s.n_target));
+      tokens += it.n_tokens;
+      new_pages += it.n_new_pages;
+      admits += it.admit ? 1 : 0;
+    }
+    REQUIRE(tokens == plan.n_tokens);
+    REQUIRE(tokens <= lim.max_tokens_per_step);
+    REQUIRE(new_pages <= free_pages + freed_pages);
+    REQUIRE(admits <= free_slots);
+    REQUIRE(admitted - static_cast<int32_t>(plan.preempted.size()) + admits <= lim.max_running);
+    if (!plan.preempted.empty()) REQUIRE(admits == 0);
+    // Every preempted sequence is newer than some scheduled sequence (it was preempted for an older one).
+    for (int32_t v : plan.preempted) {
+      bool older_scheduled = false;
+      for (const StepItem& it : plan.items) {
+        older_scheduled |= seqs[static_cast<size_t>(it.seq)].arrival < seqs[static_cast<size_t>(v)].arrival;
+      }
+      REQUIRE(older_scheduled);
+    }
+    // FCFS: an admitted waiting sequence means every older waiting one was admitted too.
+    for (const StepItem& it : plan.items) {
+      if (!it.admit) continue;
+      for (size_t j = 0; j < seqs.size(); ++j) {
+        if (!seqs[j].admitted && seqs[j].arrival < seqs[static_cast<size_t>(it.seq)].arrival) REQUIRE(seen[j] == 1);
+      }
+    }
+    // Decodes first: if any admitted decode is left out, the budget or the pages ran out, never a prefill's fault.
+    const bool any_prefill = std::any_of(plan.items.begin(), plan.items.end(), [](const StepItem& it) { return it.n_tokens > 1; });
+    for (size_t j = 0; j < seqs.size(); ++j) {
+      const bool is_decode = seqs[j].admitted && seqs[j].n_target - seqs[j].n_computed == 1;
+      if (is_decode && seen[j] == 0 && any_prefill) {
+        // Left out although a prefill ran: only possible when it needed a page nobody newer could give.
+        REQUIRE(pages_for_tokens(seqs[j].n_computed + 1, 4) > seqs[j].n_pages_held);
+      }
+    }
+  }
 }

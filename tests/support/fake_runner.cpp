@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 namespace voltserve::testing {
@@ -91,6 +92,7 @@ Status FakeRunner::forward(std::span<const SeqStep> steps, std::vector<float>& l
   if (delay.count() > 0) std::this_thread::sleep_for(delay);
   std::lock_guard lk(mutex_);
   if (call == fail_at_) return internal_error("injected runner fault at forward " + std::to_string(call));
+  if (call == throw_at_) throw std::runtime_error("injected exception at forward " + std::to_string(call));
 
   const int32_t ps = options_.page_size;
   std::set<int32_t> slots_seen;
@@ -159,6 +161,11 @@ void FakeRunner::fail_forward_at(int64_t call_index) {
 void FakeRunner::nan_at_forward(int64_t call_index) {
   std::lock_guard lk(mutex_);
   nan_at_ = call_index;
+}
+
+void FakeRunner::throw_at_forward(int64_t call_index) {
+  std::lock_guard lk(mutex_);
+  throw_at_ = call_index;
 }
 
 void FakeRunner::set_forward_delay(std::chrono::microseconds delay) {

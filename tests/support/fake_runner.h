@@ -50,6 +50,7 @@ class FakeRunner final : public ModelRunner {
   // Test hooks; thread-safe.
   void fail_forward_at(int64_t call_index);  // that forward call (0-based) returns an error
   void nan_at_forward(int64_t call_index);   // that forward call returns NaN logits
+  void throw_at_forward(int64_t call_index); // that forward call throws std::runtime_error (a contract breach)
   void set_forward_delay(std::chrono::microseconds delay);
   int64_t n_forward() const;
   std::vector<std::vector<RecordedStep>> calls() const;
@@ -72,6 +73,7 @@ class FakeRunner final : public ModelRunner {
   int64_t n_forward_ = 0;
   int64_t fail_at_ = -1;
   int64_t nan_at_ = -1;
+  int64_t throw_at_ = -1;
   std::chrono::microseconds delay_{0};
 };
 
