@@ -49,6 +49,7 @@ struct LinearArgs {
   void* cublas_handle = nullptr;  // cublasHandle_t, owned by the caller (bound to `stream` by the callee)
   void* stream = nullptr;         // cudaStream_t
   int force_path = 0;             // 0: auto; 1: force the M<=16 decode kernel (needs m <= 16); 2: force dequant+GEMM
+  int ksplit = 0;                 // sm80 decode: 0/1 = off, > 1 = k split over blocks with atomic fp32 adds
   int tuning = 0;                 // 0: default; else an sm80 decode-kernel variant (bench_linear --sweep)
 };
 

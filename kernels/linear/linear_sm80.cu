@@ -57,6 +57,7 @@ struct Params {
   float global_scale;
   float out_scale;
   int n, k, m, n_tiles, kblocks;
+  int ksplit;  // blocks sharing one tile group, each over a k range; > 1: fp32 y pre-zeroed, atomic adds
   bool y_f32;
 };
 
@@ -134,7 +135,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
     detail::fill_e2m1_lut(smem);
     __syncthreads();
   }
-  const int tile0 = blockIdx.x * R;
+  const int tile0 = static_cast<int>(blockIdx.x / p.ksplit) * R;
+  const int split = static_cast<int>(blockIdx.x % p.ksplit);
+  const int kb_lo = static_cast<int>(static_cast<int64_t>(p.kblocks) * split / p.ksplit);
+  const int kb_hi = static_cast<int>(static_cast<int64_t>(p.kblocks) * (split + 1) / p.ksplit);
   constexpr int kKPerBlock = kFp8 ? 32 : 64;  // k values per 32-byte k-block
   constexpr int kKPerLane = kFp8 ? 8 : 16;
 
@@ -152,9 +156,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   constexpr int kRing = RING / R;
   constexpr int kWStep = kWarps * 32;                 // uint4 / scale units between a warp's k-blocks
   constexpr int kXStep = kWarps * kKPerBlock;         // halves between a warp's k-blocks
-  const int cnt = p.kblocks > warp ? (p.kblocks - warp + kWarps - 1) / kWarps : 0;
+  const int kb_n = kb_hi - kb_lo;
+  const int cnt = kb_n > warp ? (kb_n - warp + kWarps - 1) / kWarps : 0;
   const size_t tstride = static_cast<size_t>(p.kblocks) * 32;
-  const size_t wofs = (static_cast<size_t>(tile0) * p.kblocks + warp) * 32 + lane;
+  const size_t wofs = (static_cast<size_t>(tile0) * p.kblocks + kb_lo + warp) * 32 + lane;
   const uint4* wptr = p.codes + wofs;
   const uint16_t* sptr = kFp8 ? nullptr : p.scales + wofs;
   bool tile_ok[R];
@@ -165,7 +170,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int tok = nt * 8 + g;
-    const int k0 = warp * kKPerBlock + t * kKPerLane;
+    const int k0 = (kb_lo + warp) * kKPerBlock + t * kKPerLane;
     xptr[nt] = p.x + static_cast<size_t>(tok < p.m ? tok : 0) * p.k + k0;
     xlim[nt] = tok < p.m && p.k > k0 ? (p.k - k0 + kXStep - 1) / kXStep : 0;
   }
@@ -269,7 +274,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
       float v = s * p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
       if (p.channel_scales != nullptr) v *= p.channel_scales[row];
       const size_t idx = static_cast<size_t>(tok) * p.n + row;
-      if (p.y_f32) {
+      if (p.ksplit > 1) {
+        atomicAdd(static_cast<float*>(p.y) + idx, v);
+      } else if (p.y_f32) {
         static_cast<float*>(p.y)[idx] = v;
       } else {
         static_cast<__half*>(p.y)[idx] = __float2half_rn(v);
@@ -280,7 +287,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 
 template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int LOADK = 0, int ABLATE = 0>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
-  const int blocks = (p.n_tiles + R - 1) / R;
+  const int blocks = (p.n_tiles + R - 1) / R * p.ksplit;
   static_assert(WARPS * R * NT * 128 <= 4096, "reduction must fit the static shared buffer");
   decode_kernel<kFp8, NT, R, RING, WARPS, MINB, LOADK, ABLATE><<<blocks, WARPS * 32, 0, stream>>>(p);
   return cudaGetLastError();
@@ -370,6 +377,15 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12 or 13");
   }
   auto stream = static_cast<cudaStream_t>(a.stream);
+  // Optional k split over several blocks per tile (LinearArgs::ksplit > 1, fp32 y only: y is zeroed first and the
+  // blocks add atomically). Off by default: on the H200 sweep (bench/RESULTS.md) the memset and atomics cost more
+  // than the partial wave they remove for most 27B shapes.
+  p.ksplit = 1;
+  if (a.ksplit > 1) {
+    if (!a.y_f32) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit > 1 needs fp32 y");
+    p.ksplit = a.ksplit < p.kblocks ? a.ksplit : p.kblocks;
+    VS_CUDA_TRY(cudaMemsetAsync(a.y, 0, static_cast<size_t>(a.m) * p.n * sizeof(float), stream));
+  }
   cudaError_t err;
   auto go = [&](auto fp8_tag, auto nt_tag) {
     constexpr bool F = decltype(fp8_tag)::value;

@@ -168,10 +168,12 @@ constexpr size_t kGuard = 256;
 constexpr uint8_t kGuardByte = 0xA5;
 
 // Runs one case; returns the normalised error (fails the test on NaN, unwritten outputs, guard damage).
-double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed) {
+double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed,
+                int ksplit = 0) {
   const std::string name = std::string("linear ") + codec_name(w.codec) + " m=" + std::to_string(m) +
                            " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) + " fam=" + family_name(fam) +
-                           (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel");
+                           (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel") +
+                           (ksplit > 0 ? " ksplit=" + std::to_string(ksplit) : "");
   INFO(name);
   SplitMix rng(seed);
   std::vector<uint16_t> xh(static_cast<size_t>(m * w.k));
@@ -195,6 +197,7 @@ double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, 
   a.workspace = ctx.workspace->p;
   a.workspace_bytes = ctx.workspace->bytes;
   a.cublas_handle = ctx.cublas;
+  a.ksplit = ksplit;
   const KernelStatus st = linear_forward(w.view(fam), a);
   INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
   REQUIRE(st.ok());
@@ -301,6 +304,22 @@ TEST_CASE("linear gpu awkward shapes, per-channel fp8 and fp16 output", "[gpu]")
   for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
     if (fam == KernelFamily::kSm80 && cc < 80) continue;
     for (int64_t m : {1, 9, 16, 64}) run_case(ctx, *w, fam, m, false, 4500 + static_cast<uint64_t>(m));
+  }
+}
+
+TEST_CASE("linear gpu sm80 forced k splits (atomic fp32 accumulation)", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  if (cc < 80) SKIP("sm80 family needs sm_80+");
+  Context ctx;
+  const int64_t shapes[][2] = {{5136, 1104}, {10240, 5120}, {208, 17424}};
+  uint64_t seed = 600;
+  for (const auto& s : shapes) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
+      for (int ks : {1, 2, 3, 7}) {
+        for (int64_t m : {1, 9, 16}) run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + m + ks, ks);
+      }
+    }
   }
 }
 
