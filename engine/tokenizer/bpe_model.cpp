@@ -30,7 +30,7 @@ Result<std::unique_ptr<BpeModel>> BpeModel::build(BpeSpec spec) {
     }
     if (!m->vocab_.emplace(tok, id).second) return invalid_argument("model.vocab: duplicate token '" + tok + "'");
     m->id_present_[id] = 1;
-    m->id_to_token_[id] = tok;
+    m->id_to_token_[id] = std::move(tok);
   }
 
   for (int b = 0; b < 256; ++b) {
@@ -58,15 +58,19 @@ Result<std::unique_ptr<BpeModel>> BpeModel::build(BpeSpec spec) {
   m->merge_mask_ = capacity - 1;
   m->merge_shift_ = 64 - std::countr_zero(capacity);
   m->n_merges_ = spec.merges.size();
+  std::string joined;
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const auto& [a, b] = spec.merges[rank];
     auto ia = m->vocab_.find(a);
     auto ib = m->vocab_.find(b);
-    const std::string where = "model.merges[" + std::to_string(rank) + "] ('" + a + "' '" + b + "'): ";
-    if (ia == m->vocab_.end()) return invalid_argument(where + "'" + a + "' is not in the vocab");
-    if (ib == m->vocab_.end()) return invalid_argument(where + "'" + b + "' is not in the vocab");
-    auto ic = m->vocab_.find(a + b);
-    if (ic == m->vocab_.end()) return invalid_argument(where + "the merged token '" + a + b + "' is not in the vocab");
+    joined.assign(a).append(b);
+    auto ic = m->vocab_.find(joined);
+    if (ia == m->vocab_.end() || ib == m->vocab_.end() || ic == m->vocab_.end()) {
+      const std::string where = "model.merges[" + std::to_string(rank) + "] ('" + a + "' '" + b + "'): ";
+      if (ia == m->vocab_.end()) return invalid_argument(where + "'" + a + "' is not in the vocab");
+      if (ib == m->vocab_.end()) return invalid_argument(where + "'" + b + "' is not in the vocab");
+      return invalid_argument(where + "the merged token '" + joined + "' is not in the vocab");
+    }
     // A repeated pair takes its last rank, as HF's HashMap collect does.
     m->insert_merge(ia->second, ib->second, static_cast<int32_t>(rank), ic->second);
   }

@@ -27,6 +27,16 @@ std::string short_dump(const json& j) {
   return s;
 }
 
+// model.vocab and model.merges hold ~150k entries each in real tokenizers; building them as a DOM (std::map nodes)
+// and then copying them out dominated load time, so the parse callback moves them straight into these vectors and
+// leaves the DOM objects empty.
+struct Captured {
+  bool vocab_seen = false;
+  bool merges_seen = false;
+  std::vector<std::pair<std::string, json>> vocab;  // value kept as JSON only to report a bad one
+  std::vector<json> merges;
+};
+
 class Parser {
  public:
   explicit Parser(std::string source) : source_(std::move(source)) {}
@@ -134,7 +144,7 @@ class Parser {
     return unsupported("post_processor", t.empty() ? short_dump(p) : "type \"" + t + "\" (it adds tokens)");
   }
 
-  Result<BpeSpec> parse_model(const json& m) const {
+  Result<BpeSpec> parse_model(const json& m, Captured& cap) const {
     if (!m.is_object()) return bad("model", "expected an object");
     const std::string t = type_of(m);
     if (!t.empty() && t != "BPE") return unsupported("model.type", "\"" + t + "\" (only BPE is)");
@@ -158,16 +168,20 @@ class Parser {
       if (!m["unk_token"].is_string()) return bad("model.unk_token", "expected a string or null");
       spec.unk_token = m["unk_token"].get<std::string>();
     }
-    if (!m.contains("vocab") || !m["vocab"].is_object()) return bad("model.vocab", "missing or not an object");
-    spec.vocab.reserve(m["vocab"].size());
-    for (const auto& [tok, id] : m["vocab"].items()) {
+    if (!cap.vocab_seen || !m.contains("vocab") || !m["vocab"].is_object()) {
+      return bad("model.vocab", "missing or not an object");
+    }
+    spec.vocab.reserve(cap.vocab.size());
+    for (auto& [tok, id] : cap.vocab) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= (int64_t{1} << 30)) {
         return bad("model.vocab[\"" + tok + "\"]", "expected a non-negative integer id, got " + short_dump(id));
       }
-      spec.vocab.emplace_back(tok, static_cast<int32_t>(id.get<int64_t>()));
+      spec.vocab.emplace_back(std::move(tok), static_cast<int32_t>(id.get<int64_t>()));
     }
-    if (!m.contains("merges") || !m["merges"].is_array()) return bad("model.merges", "missing or not an array");
-    const json& merges = m["merges"];
+    if (!cap.merges_seen || !m.contains("merges") || !m["merges"].is_array()) {
+      return bad("model.merges", "missing or not an array");
+    }
+    const std::vector<json>& merges = cap.merges;
     spec.merges.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
       const json& e = merges[i];
@@ -224,8 +238,36 @@ class Parser {
 
 Result<std::unique_ptr<TokenizerImpl>> parse_tokenizer_json(std::string_view json_text, const std::string& source) {
   json root;
+  Captured cap;
   try {
-    root = json::parse(json_text);
+    std::string k1, k2;  // current keys at depth 1 and 2
+    std::string vocab_key;
+    json::parser_callback_t capture = [&](int depth, json::parse_event_t event, json& parsed) {
+      if (event == json::parse_event_t::key) {
+        if (depth == 1) k1 = parsed.get<std::string>();
+        if (depth == 2) {
+          k2 = parsed.get<std::string>();
+          if (k1 == "model" && k2 == "vocab") cap.vocab_seen = true;
+          if (k1 == "model" && k2 == "merges") cap.merges_seen = true;
+        }
+        if (depth == 3 && k1 == "model" && k2 == "vocab") vocab_key = std::move(parsed.get_ref<std::string&>());
+        return true;
+      }
+      const bool element_done = event == json::parse_event_t::value || event == json::parse_event_t::array_end ||
+                                event == json::parse_event_t::object_end;
+      if (depth == 3 && element_done && k1 == "model") {
+        if (k2 == "vocab") {
+          cap.vocab.emplace_back(std::move(vocab_key), std::move(parsed));
+          return false;
+        }
+        if (k2 == "merges") {
+          cap.merges.push_back(std::move(parsed));
+          return false;
+        }
+      }
+      return true;
+    };
+    root = json::parse(json_text, capture);
   } catch (const json::exception& e) {
     return invalid_argument(source + ": not valid JSON: " + e.what());
   }
@@ -237,7 +279,7 @@ Result<std::unique_ptr<TokenizerImpl>> parse_tokenizer_json(std::string_view jso
       if (root.contains(key) && !root[key].is_null()) return p.unsupported(key, "a non-null value");
     }
     if (!root.contains("model")) return p.bad("model", "missing");
-    VS_ASSIGN_OR_RETURN(BpeSpec spec, p.parse_model(root["model"]));
+    VS_ASSIGN_OR_RETURN(BpeSpec spec, p.parse_model(root["model"], cap));
     VS_RETURN_IF_ERROR(p.parse_normalizer(root.value("normalizer", json()), *impl));
     bool byte_level = false;
     const json pre = root.value("pre_tokenizer", json());
