@@ -18,6 +18,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "chat/chat_prompt.h"
 #include "chat/template/chat_template.h"
 #include "http/http_server.h"
 #include "http/serve_settings.h"
@@ -83,14 +84,15 @@ void run_serve(http::ServeSettings s) {
     fail("cannot load the tokenizer from " + tokenizer_dir.string() + ": " + tokenizer.status().to_string());
   }
   std::optional<chat::ChatTemplate> chat_template;
-  if (!tokenizer->chat_template().empty()) {
-    try {
-      chat_template.emplace(chat::ChatTemplate::parse(tokenizer->chat_template()));
-    } catch (const std::exception& e) {
-      log.warn("the model's chat template does not parse ({}); /v1/chat/completions will answer 400", e.what());
-    }
-  } else {
-    log.warn("the model has no chat template; /v1/chat/completions will answer 400");
+  std::string template_source;
+  try {
+    chat::ModelChatTemplate found = chat::load_model_chat_template(model_dir);
+    template_source = found.source;
+    ctx.bos_token = found.bos_token;
+    ctx.eos_token = found.eos_token;
+    chat_template.emplace(chat::ChatTemplate::parse(found.source));
+  } catch (const std::exception& e) {
+    log.warn("no usable chat template ({}); /v1/chat/completions will answer 400", e.what());
   }
 
   RunnerOptions runner_options;
@@ -118,8 +120,8 @@ void run_serve(http::ServeSettings s) {
 
   ctx.tokenizer = &*tokenizer;
   ctx.chat_template = chat_template ? &*chat_template : nullptr;
-  ctx.template_uses_xml_tools = tokenizer->chat_template().find("<function=") != std::string::npos ||
-                                tokenizer->chat_template().find("<tool_call>") == std::string::npos;
+  ctx.template_uses_xml_tools = template_source.find("<function=") != std::string::npos ||
+                                template_source.find("<tool_call>") == std::string::npos;
   ctx.limits.model_names = {ctx.model_name};
   ctx.limits.vocab_size = ctx.model_info.n_vocab_real > 0 ? ctx.model_info.n_vocab_real : tokenizer->vocab_size();
   ctx.limits.context_length = ctx.model_info.context_length;

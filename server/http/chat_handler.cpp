@@ -37,8 +37,10 @@ PreparedChat prepare(ServerContext& ctx, openai::ChatRequest& request) {
   }
   std::string prompt;
   try {
-    prompt = chat::render_chat_prompt(*ctx.chat_template, request.template_body, ctx.tokenizer->bos_token(),
-                                      ctx.tokenizer->eos_token(), /*add_generation_prompt=*/true);
+    prompt = chat::render_chat_prompt(*ctx.chat_template, request.template_body, ctx.bos_token,
+                                      ctx.eos_token, /*add_generation_prompt=*/true);
+  } catch (const chat::ChatRequestError& e) {
+    throw ApiError(ErrorCode::kInvalidRequest, e.what(), "messages");
   } catch (const chat::TemplateError& e) {
     throw ApiError(ErrorCode::kInvalidRequest, std::string("the chat template rejected the request: ") + e.what(),
                    "messages");

@@ -27,8 +27,10 @@ std::string render(ServerContext& ctx, const Json& body) {
   openai::RequestLimits limits = ctx.limits;
   openai::ChatRequest request = openai::parse_chat_request(body, limits);
   try {
-    return chat::render_chat_prompt(*ctx.chat_template, request.template_body, ctx.tokenizer->bos_token(),
-                                    ctx.tokenizer->eos_token(), true);
+    return chat::render_chat_prompt(*ctx.chat_template, request.template_body, ctx.bos_token,
+                                    ctx.eos_token, true);
+  } catch (const chat::ChatRequestError& e) {
+    throw ApiError(ErrorCode::kInvalidRequest, e.what(), "messages");
   } catch (const chat::TemplateError& e) {
     throw ApiError(ErrorCode::kInvalidRequest, std::string("the chat template rejected the request: ") + e.what(),
                    "messages");

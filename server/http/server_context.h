@@ -29,6 +29,8 @@ struct ServerContext {
   Engine* engine = nullptr;
   const Tokenizer* tokenizer = nullptr;
   const chat::ChatTemplate* chat_template = nullptr;  // nullptr: the model has none (chat routes answer 400)
+  std::string bos_token;                              // the template's special tokens ("" when none)
+  std::string eos_token;
   bool template_uses_xml_tools = true;                // Qwen3.5+ <function=...> vs Qwen3 JSON tool calls
   ModelInfo model_info;
   openai::RequestLimits limits;

@@ -1,0 +1,155 @@
+"""Shared e2e harness: starts a real `build/voltserve serve` on a free loopback port with the bundled fixture
+model on the CPU, waits for /health, and always stops it. Tiny check helpers so failures name what was wrong."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+SOURCE_DIR = os.environ.get("VOLTSERVE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BINARY_DIR = os.environ.get("VOLTSERVE_BINARY_DIR", os.path.join(SOURCE_DIR, "build"))
+BINARY = os.environ.get("VOLTSERVE_BINARY", os.path.join(BINARY_DIR, "voltserve"))
+MODEL_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "tiny-chat")
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A running voltserve; use as a context manager so it is always killed."""
+
+    def __init__(self, *extra_args, api_key=None, ready_timeout=60):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.api_key = api_key
+        self.log = tempfile.NamedTemporaryFile(prefix="voltserve-e2e-", suffix=".log", delete=False)
+        args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1",
+                "--context", "1024", *extra_args]
+        if api_key:
+            args += ["--api-key", api_key]
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + ready_timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"voltserve exited with {self.proc.returncode}:\n{self.log_text()}")
+            try:
+                status, _, _ = request("GET", self.base + "/health", timeout=2)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"voltserve not healthy after {ready_timeout} s:\n{self.log_text()}")
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            return f.read()[-8000:]
+
+    def headers(self):
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def post(self, path, body, headers=None, timeout=60):
+        h = {"Content-Type": "application/json", **self.headers(), **(headers or {})}
+        data = body if isinstance(body, (bytes, bytearray)) else json.dumps(body).encode()
+        return request("POST", self.base + path, data=data, headers=h, timeout=timeout)
+
+    def get(self, path, headers=None, timeout=30):
+        return request("GET", self.base + path, headers={**self.headers(), **(headers or {})}, timeout=timeout)
+
+    def metrics(self):
+        """{metric name without labels: summed value} plus {full line name: value}."""
+        status, _, body = self.get("/metrics")
+        assert status == 200, status
+        values = {}
+        for line in body.decode().splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            name, _, value = line.rpartition(" ")
+            values[name] = float(value)
+            bare = name.split("{")[0]
+            if bare != name:
+                values[bare] = values.get(bare, 0.0) + float(value)
+        return values
+
+    def stop(self, sig=signal.SIGKILL, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        os.unlink(self.log.name)
+
+
+def request(method, url, data=None, headers=None, timeout=60):
+    """(status, headers dict with lower-case keys, body bytes); HTTP errors are returned, not raised."""
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+
+class Checks:
+    """Collects failures; `run` executes test functions and reports; exit code 1 on any failure."""
+
+    def __init__(self):
+        self.failures = []
+        self.n_checks = 0
+
+    def check(self, cond, what):
+        self.n_checks += 1
+        if not cond:
+            self.failures.append(what)
+            print(f"  FAIL: {what}", flush=True)
+        return cond
+
+    def run(self, tests):
+        for t in tests:
+            print(f"[e2e] {t.__name__}", flush=True)
+            start = time.time()
+            try:
+                t(self)
+            except Exception:
+                self.failures.append(f"{t.__name__} raised:\n{traceback.format_exc()}")
+                print(traceback.format_exc(), flush=True)
+            print(f"  ({time.time() - start:.1f} s)", flush=True)
+        print(f"[e2e] {self.n_checks} checks, {len(self.failures)} failures", flush=True)
+        for f in self.failures:
+            print("FAILED:", f)
+        sys.exit(1 if self.failures else 0)
+
+
+def sse_events(raw):
+    """Splits an SSE body into (data payloads, comment lines); asserts every event ends with a blank line."""
+    text = raw.decode("utf-8")
+    datas, comments = [], []
+    for block in text.split("\n\n"):
+        if not block:
+            continue
+        for line in block.split("\n"):
+            if line.startswith("data: "):
+                datas.append(line[len("data: "):])
+            elif line.startswith(":"):
+                comments.append(line)
+    return datas, comments
