@@ -10,6 +10,8 @@ raises, voltserve must fail too, and for the template's own raise_exception(...)
                                      builds: trim_blocks, lstrip_blocks, sandbox, its tojson, raise_exception, ...)
   tests/chat/conversations.json      chat-completions request bodies, rendered with the Qwen3 template (from the
                                      real Qwen3 tokenizer_config.json) and tests/fixtures/templates/qwen3_{5,6,8}.jinja
+  random whitespace templates        seeded random mixes of text, spaces, tabs, newlines and tags with every
+                                     whitespace-control form, for the lexer's trim_blocks/lstrip_blocks rules
 
 The request preprocessing below is the contract of render_chat_prompt (server/chat/chat_prompt.h): what a server does
 before apply_chat_template (vLLM-style argument parsing, developer -> system, reasoning_effort).
@@ -121,6 +123,45 @@ def run_cli(render, model_dir, request):
     return {"ok": False, "error": proc.stderr.decode("utf-8", errors="replace")}
 
 
+def random_templates(n, seed):
+    """Seeded random templates mixing text, spaces, tabs, newlines and tags with -/+ whitespace control."""
+    import random
+
+    rng = random.Random(seed)
+    texts = ["", " ", "  ", "\t", "\n", "\n\n", " \n ", "x", "a b", "\n  ", "  \n", "\r\n", "\u3000", "\xa0"]
+    out = []
+    for _ in range(n):
+        parts, stack = [], []
+        for _ in range(rng.randint(1, 12)):
+            parts.append(rng.choice(texts))
+            open_mod = rng.choice(["", "-", "+"])
+            close_mod = rng.choice(["", "-", "+"])
+            kind = rng.random()
+            if kind < 0.25:
+                parts.append("{%" + open_mod + " if " + rng.choice(["true", "false", "x"]) + " " + close_mod + "%}")
+                stack.append("endif")
+            elif kind < 0.4 and stack:
+                parts.append("{%" + open_mod + " " + stack.pop() + " " + close_mod + "%}")
+            elif kind < 0.5:
+                parts.append("{%" + open_mod + " for i in [1, 2] " + close_mod + "%}")
+                stack.append("endfor")
+            elif kind < 0.65:
+                parts.append("{{" + rng.choice(["", "-"]) + " " + rng.choice(["'v'", "i", "' '", "'\\n'"]) + " " +
+                             rng.choice(["", "-"]) + "}}")
+            elif kind < 0.75:
+                parts.append("{#" + open_mod + " c " + close_mod + "#}")
+            elif kind < 0.8:
+                parts.append("{%" + open_mod + " set y = 1 " + close_mod + "%}")
+            elif kind < 0.85:
+                parts.append("{%" + open_mod + " raw " + close_mod + "%}" + rng.choice(texts) + " {{ r }} " +
+                             "{%" + rng.choice(["", "-", "+"]) + " endraw " + rng.choice(["", "-", "+"]) + "%}")
+        while stack:
+            parts.append(rng.choice(texts) + "{% " + stack.pop() + " %}")
+        parts.append(rng.choice(texts))
+        out.append("".join(parts))
+    return out
+
+
 def summarize(label, counts):
     total = sum(counts.values())
     print(f"{label}: {total} cases, {counts['same']} identical, {counts['both_fail']} failing on both sides, "
@@ -133,6 +174,8 @@ def main():
     ap.add_argument("--qwen3-dir", default=os.path.join(ROOT, "..", "shared", "testdata", "qwen3-tokenizer"))
     ap.add_argument("--snippets", default=os.path.join(ROOT, "tests", "chat", "template_snippets.json"))
     ap.add_argument("--conversations", default=os.path.join(ROOT, "tests", "chat", "conversations.json"))
+    ap.add_argument("--random-templates", type=int, default=2000, help="how many random whitespace templates")
+    ap.add_argument("--seed", type=int, default=20261129)
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -163,6 +206,15 @@ def main():
     for i, (s, r, g) in enumerate(zip(snippets, refs, got)):
         counts[compare(f"snippet {i} {s['template'][:60]!r}", r, g, failures, args.verbose)] += 1
     summarize("snippets", counts)
+
+    # 1b. Whitespace control on seeded random templates.
+    randoms = random_templates(args.random_templates, args.seed)
+    refs = [hf_result(lambda t=t: _compile_jinja_template(t).render(i=0)) for t in randoms]
+    got = run_batch(args.render, [{"template": t, "variables": {"i": 0}} for t in randoms])
+    counts = {"same": 0, "both_fail": 0, "diff": 0}
+    for t, r, g in zip(randoms, refs, got):
+        counts[compare(f"random template {t!r}", r, g, failures, args.verbose)] += 1
+    summarize(f"random whitespace templates (seed {args.seed})", counts)
 
     # 2. Conversations x templates through render_chat_prompt (batch) and apply_chat_template.
     with open(args.conversations, encoding="utf-8") as f:
