@@ -1,18 +1,256 @@
-// `voltserve generate`: placeholder until its issue lands.
+// `voltserve generate --model DIR (--ids 1,2,3 | --prompt TEXT) [--max-tokens N] [--temperature T] [--top-p P]
+// [--top-k K] [--min-p P] [--seed S] [--chat] [--json]` (DESIGN.md §2): prefill, then one token per step until an
+// eos id or N tokens; reports prefill and decode tokens/s. --ids needs no tokenizer. Tested by
+// tests/golden/cli_model_test.cpp (greedy ids equal the transformers continuation of the fixtures).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <filesystem>
 #include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+#include "model/qwen35_runner.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+#if __has_include("chat/chat_prompt.h")
+#include "chat/chat_prompt.h"
+#define VOLTSERVE_HAVE_CHAT_PROMPT 1
+#endif
 
 namespace voltserve::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string tokenizer;  // defaults to the model folder
+  std::string ids;
+  std::string prompt;
+  int32_t max_tokens = 64;
+  float temperature = 0.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;
+  bool chat = false;
+  bool json = false;
+  bool ignore_eos = false;
+  std::string backend = "cpu";
+  int32_t threads = 0;
+};
+
+[[noreturn]] void fail(const std::string& message, int code) {
+  std::cerr << "voltserve generate: " << message << "\n";
+  throw CLI::RuntimeError(code);
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    int32_t v = 0;
+    const auto [ptr, ec] = std::from_chars(cur.data(), cur.data() + cur.size(), v);
+    if (ec != std::errc() || ptr != cur.data() + cur.size() || v < 0) {
+      fail("bad --ids: '" + cur + "' is not a token id (a non-negative integer)", 2);
+    }
+    ids.push_back(v);
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']') {
+      flush();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  flush();
+  if (ids.empty()) fail("--ids is empty: give at least one token id, e.g. --ids 1,2,3", 2);
+  return ids;
+}
+
+std::string render_chat(const Tokenizer& tok, const std::string& prompt) {
+#ifdef VOLTSERVE_HAVE_CHAT_PROMPT
+  if (tok.chat_template().empty()) {
+    fail("--chat: the tokenizer has no chat template (tokenizer_config.json chat_template or chat_template.jinja)",
+         2);
+  }
+  try {
+    const auto tmpl = chat::ChatTemplate::parse(tok.chat_template());
+    nlohmann::ordered_json request;
+    request["messages"] = nlohmann::ordered_json::array({{{"role", "user"}, {"content", prompt}}});
+    return render_chat_prompt(tmpl, request, tok.bos_token(), tok.eos_token(), true);
+  } catch (const std::exception& e) {
+    fail(std::string("--chat: rendering the chat template failed: ") + e.what(), 1);
+  }
+#else
+  (void)tok;
+  (void)prompt;
+  fail("--chat is not available in this build yet (the chat-template renderer is missing)", 2);
+#endif
+}
+
+void run_generate(const GenerateArgs& a) {
+  if (a.ids.empty() == a.prompt.empty()) fail("give exactly one of --ids or --prompt", 2);
+  if (a.chat && a.prompt.empty()) fail("--chat needs --prompt (the user message)", 2);
+  if (a.max_tokens < 1) fail("--max-tokens must be >= 1", 2);
+  if (!(a.temperature >= 0.0f)) fail("--temperature must be >= 0", 2);
+  if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) fail("--top-p must be in (0, 1]", 2);
+  if (!(a.min_p >= 0.0f && a.min_p <= 1.0f)) fail("--min-p must be in [0, 1]", 2);
+  if (a.top_k < -1) fail("--top-k must be >= 0 (0 or -1: off)", 2);
+  if (!std::filesystem::is_directory(a.model)) fail("model folder " + a.model + " does not exist", 1);
+
+  // The tokenizer is optional in --ids mode (the folder may have none), required for --prompt.
+  const std::filesystem::path tok_dir(a.tokenizer.empty() ? a.model : a.tokenizer);
+  std::optional<Tokenizer> tok;
+  const bool need_tokenizer = !a.prompt.empty();
+  if (need_tokenizer || std::filesystem::exists(tok_dir / "tokenizer.json")) {
+    auto loaded = Tokenizer::load(tok_dir);
+    if (loaded.is_ok()) {
+      tok = std::move(loaded).value();
+    } else if (need_tokenizer) {
+      fail("--prompt needs a tokenizer: " + loaded.status().to_string(), 1);
+    } else {
+      std::cerr << "voltserve generate: note: tokenizer not loaded (" << loaded.status().to_string()
+                << "); printing ids only\n";
+    }
+  }
+
+  std::vector<int32_t> prompt_ids;
+  if (!a.ids.empty()) {
+    prompt_ids = parse_ids(a.ids);
+  } else {
+    const std::string text = a.chat ? render_chat(*tok, a.prompt) : a.prompt;
+    auto enc = tok->encode(text, /*parse_special=*/true);
+    if (!enc.is_ok()) fail("tokenizing the prompt failed: " + enc.status().to_string(), 1);
+    prompt_ids = std::move(enc).value();
+    if (prompt_ids.empty()) fail("the prompt tokenizes to no tokens", 2);
+  }
+
+  RunnerOptions opt;
+  opt.backend = a.backend;
+  opt.n_threads = a.threads;
+  opt.n_slots = 1;
+  opt.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
+  auto loaded = Qwen35Runner::load(a.model, opt);
+  if (!loaded.is_ok()) fail(loaded.status().to_string(), 1);
+  Qwen35Runner& runner = **loaded;
+  const int32_t vocab = runner.info().vocab_size;
+  for (int32_t id : prompt_ids) {
+    if (id >= vocab) fail("bad --ids: token id " + std::to_string(id) + " >= vocab_size " + std::to_string(vocab), 2);
+  }
+  const std::vector<int32_t> eos = a.ignore_eos ? std::vector<int32_t>{} : runner.info().eos_token_ids;
+
+  SamplingParams sp;
+  sp.temperature = a.temperature;
+  sp.top_p = a.top_p;
+  sp.top_k = a.top_k;
+  sp.min_p = a.min_p;
+  sp.seed = a.seed;
+  const uint64_t seed = a.seed ? *a.seed : std::random_device{}();
+  Sampler sampler(sp, seed, runner.info().n_vocab_real);
+
+  std::vector<int32_t> pages(static_cast<size_t>(runner.geometry().n_pages));
+  std::iota(pages.begin(), pages.end(), 0);
+  if (Status s = runner.reset_slot(0); !s.is_ok()) fail(s.to_string(), 1);
+
+  std::optional<IncrementalDecoder> stream;
+  if (tok && !a.json) stream.emplace(*tok, /*skip_special=*/false);
+  std::vector<int32_t> generated;
+  std::vector<float> logits;
+  std::vector<int32_t> one(1);
+  SeqStep step;
+  step.slot = 0;
+  step.page_table = pages;
+  step.tokens = prompt_ids;
+  step.need_logits = true;
+  using Clock = std::chrono::steady_clock;
+  double prefill_s = 0.0, decode_s = 0.0;
+  int32_t n_decode_steps = 0;
+  std::string finish_reason = "length";
+  while (static_cast<int32_t>(generated.size()) < a.max_tokens) {
+    const auto t0 = Clock::now();
+    if (Status s = runner.forward(std::span<const SeqStep>(&step, 1), logits); !s.is_ok()) fail(s.to_string(), 1);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (step.n_past == 0) {
+      prefill_s = dt;
+    } else {
+      decode_s += dt;
+      ++n_decode_steps;
+    }
+    const int32_t next = sampler.sample(logits, prompt_ids, generated);
+    if (next < 0) fail("no token could be sampled (every logit is -inf or NaN)", 1);
+    generated.push_back(next);
+    const bool stop = std::find(eos.begin(), eos.end(), next) != eos.end();
+    if (!a.json) {
+      if (stream) {
+        if (!stop) std::cout << stream->push(next) << std::flush;
+      } else {
+        std::cout << (generated.size() > 1 ? " " : "") << next << std::flush;
+      }
+    }
+    if (stop) {
+      finish_reason = "stop";
+      break;
+    }
+    step.n_past += static_cast<int32_t>(step.tokens.size());
+    one[0] = next;
+    step.tokens = one;
+  }
+
+  const double prefill_tps = prefill_s > 0 ? static_cast<double>(prompt_ids.size()) / prefill_s : 0.0;
+  const double decode_tps = decode_s > 0 ? static_cast<double>(n_decode_steps) / decode_s : 0.0;
+  if (a.json) {
+    std::vector<int32_t> text_ids = generated;
+    if (finish_reason == "stop") text_ids.pop_back();  // the eos token ends the text; it is not part of it
+    nlohmann::ordered_json out;
+    out["ids"] = generated;
+    out["text"] = tok ? tok->decode(text_ids, /*skip_special=*/false) : std::string();
+    out["tokens_per_second"] = decode_tps;
+    out["prefill_tokens_per_second"] = prefill_tps;
+    out["decode_tokens_per_second"] = decode_tps;
+    out["prompt_tokens"] = prompt_ids.size();
+    out["completion_tokens"] = generated.size();
+    out["finish_reason"] = finish_reason;
+    std::cout << out.dump() << "\n";
+  } else {
+    if (stream) std::cout << stream->flush();
+    std::cout << "\n";
+    std::cerr << "prefill: " << prompt_ids.size() << " tokens, " << prefill_tps << " tokens/s; decode: "
+              << n_decode_steps << " steps, " << decode_tps << " tokens/s; finish: " << finish_reason << "\n";
+  }
+}
+
+}  // namespace
 
 void register_generate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "(not implemented yet)");
-  cmd->callback([] {
-    std::cerr << "voltserve generate: not implemented yet\n";
-    throw CLI::RuntimeError(2);
-  });
+  auto args = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand("generate", "Generate tokens from a prompt (or token ids) with a local model");
+  cmd->add_option("--model", args->model, "Hugging Face model folder (config.json + safetensors)")->required();
+  cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer folder (default: the model folder)");
+  cmd->add_option("--ids", args->ids, "Prompt as token ids, e.g. 1,2,3 (needs no tokenizer)");
+  cmd->add_option("--prompt", args->prompt, "Prompt text (tokenized with the model's tokenizer)");
+  cmd->add_option("--max-tokens", args->max_tokens, "Most tokens to generate (default 64)");
+  cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 = greedy (default 0)");
+  cmd->add_option("--top-p", args->top_p, "Nucleus sampling mass in (0, 1] (default 1)");
+  cmd->add_option("--top-k", args->top_k, "Keep the k most likely tokens; 0 = off (default 0)");
+  cmd->add_option("--min-p", args->min_p, "Drop tokens with p < min_p * p_max (default 0)");
+  cmd->add_option("--seed", args->seed, "Random seed (default: random)");
+  cmd->add_flag("--chat", args->chat, "Render --prompt as a user message through the model's chat template");
+  cmd->add_flag("--json", args->json,
+                "Print {\"ids\", \"text\", \"tokens_per_second\", ...} instead of streaming text");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the eos ids of config/generation_config");
+  cmd->add_option("--backend", args->backend, "Compute backend: cpu (default)");
+  cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");
+  cmd->callback([args] { run_generate(*args); });
 }
 
 }  // namespace voltserve::cli
