@@ -66,8 +66,7 @@ json normalize_message(const json& message, size_t i) {
     const json reasoning = *it;
     json aliased = json::object();
     aliased["thinking"] = reasoning;
-    for (const auto& [k, v] : out.items()) aliased[k] = v;
-    aliased["thinking"] = out.contains("thinking") ? out["thinking"] : reasoning;
+    for (const auto& [k, v] : out.items()) aliased[k] = v;  // a message's own "thinking" keeps position 0
     aliased["reasoning_content"] = reasoning;
     return aliased;
   }
