@@ -12,20 +12,13 @@
 
 #include "linear/linear.h"
 #include "linear/linear_device.cuh"
+#include "linear/nvfp4_bits.h"
 
 namespace voltserve::kernels::sm80 {
 namespace {
 
 using detail::fp8_pair;
 using detail::hmul2;
-
-// LUT entry for byte J of `word`: byte * 128 + lane * 4 built with one shift and one LOP3 (the lane offset has
-// no bits under the byte mask, so OR adds it).
-template <int J>
-__device__ __forceinline__ uint32_t lut_fast(const char* lut, uint32_t lane4, uint32_t word) {
-  const uint32_t sh = J == 0 ? (word << 7) : (word >> (8 * J - 7));
-  return *reinterpret_cast<const uint32_t*>(lut + ((sh & 0x7F80u) | lane4));
-}
 
 // Two e4m3 bytes to f16x2 holding value * 2^-8 (hardware conversion from sm_89 on, scaled back by 2^-8 in the
 // epilogue instead; the integer path elsewhere).
@@ -74,13 +67,31 @@ __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1
 #endif
 }
 
+// The two e4m3 group scales of a lane (byte 0: row g, byte 1: row g + 8) as f16x2 holding their exact values
+// (every e4m3 value is an f16). Hardware conversion from sm_89 on; elsewhere the bits are moved (value * 2^-8,
+// exact) and multiplied by 2^8 (exact).
+__device__ __forceinline__ uint32_t nvfp4_scale_pair(uint32_t sc) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t out;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(static_cast<unsigned short>(sc)));
+  return out;
+#else
+  return hmul2(fp8_pair<0>(sc), 0x5C005C00u);
+#endif
+}
+
 // One k-block of one 16-row tile: 4 (NVFP4) or 2 (FP8) MMAs per token tile.
+// NVFP4: codes come as f16 e2m1 * 2^-14 straight from the placed bits (nvfp4_bits.h: 1-3 integer ops per two
+// weights, no table), times the exact e4m3 group scale with one HMUL2 per two weights. Both factors have at most
+// 4 significant bits and the product is >= 2^-24, so the A operand is exact; global_scale * 2^14 is applied to
+// the fp32 sums.
 template <bool kFp8, int NT>
 __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, uint32_t sc,
-                                          const uint32_t (&xw)[NT][8], const char* lut, uint32_t lane4, float gscale) {
+                                          const uint32_t (&xw)[NT][8]) {
   if constexpr (!kFp8) {
-    const uint32_t s_lo = detail::e4m3_scale_h2(sc & 0xFF, gscale);
-    const uint32_t s_hi = detail::e4m3_scale_h2(sc >> 8, gscale);
+    const uint32_t sp = nvfp4_scale_pair(sc);
+    const uint32_t s_lo = __byte_perm(sp, 0u, 0x1010);
+    const uint32_t s_hi = __byte_perm(sp, 0u, 0x3232);
     const uint32_t lo[2] = {w.x, w.y};
     const uint32_t hi[2] = {w.z, w.w};
 #pragma unroll
@@ -89,15 +100,15 @@ __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, u
       const uint32_t wh = hi[i >> 1];
       uint32_t a0, a1, a2, a3;
       if ((i & 1) == 0) {
-        a0 = lut_fast<0>(lut, lane4, wl);
-        a2 = lut_fast<1>(lut, lane4, wl);
-        a1 = lut_fast<0>(lut, lane4, wh);
-        a3 = lut_fast<1>(lut, lane4, wh);
+        a0 = nvfp4_sm80_pair<0>(wl);
+        a2 = nvfp4_sm80_pair<1>(wl);
+        a1 = nvfp4_sm80_pair<0>(wh);
+        a3 = nvfp4_sm80_pair<1>(wh);
       } else {
-        a0 = lut_fast<2>(lut, lane4, wl);
-        a2 = lut_fast<3>(lut, lane4, wl);
-        a1 = lut_fast<2>(lut, lane4, wh);
-        a3 = lut_fast<3>(lut, lane4, wh);
+        a0 = nvfp4_sm80_pair<2>(wl);
+        a2 = nvfp4_sm80_pair<3>(wl);
+        a1 = nvfp4_sm80_pair<2>(wh);
+        a3 = nvfp4_sm80_pair<3>(wh);
       }
       a0 = hmul2(a0, s_lo);
       a2 = hmul2(a2, s_lo);
@@ -121,20 +132,162 @@ __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, u
   }
 }
 
+// Persistent schedule: grid = resident blocks (SMs x occupancy) or fewer, block b takes tiles b, b + grid, ...;
+// the block's WARPS warps split each tile's k-blocks (warp w: k-blocks w, w + WARPS, ...; every warp runs the
+// same ceil(kblocks / WARPS) steps per tile, out-of-range steps load zeros), so the whole block meets one
+// __syncthreads per tile to reduce the warps' partial sums (double-buffered in shared memory). The ring of RING
+// weight loads per warp runs across tile boundaries: no per-tile prologue, no partial last wave of short blocks.
+template <bool kFp8, int NT, int RING, int WARPS, int MINB>
+__global__ void __launch_bounds__(WARPS * 32, MINB) stream_kernel(Params p) {
+  __shared__ __align__(16) float red[2][WARPS][NT * 128];
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2;
+  const int t = lane & 3;
+  constexpr int kKPerBlock = kFp8 ? 32 : 64;
+  constexpr int kKPerLane = kFp8 ? 8 : 16;
+  const int steps = (p.kblocks + WARPS - 1) / WARPS;  // per tile, same for every warp
+  const int first = static_cast<int>(blockIdx.x);
+  const int stride = static_cast<int>(gridDim.x);
+  const int my_tiles = first < p.n_tiles ? (p.n_tiles - 1 - first) / stride + 1 : 0;
+  const int total = my_tiles * steps;
+
+  // Load cursor (runs RING steps ahead of the compute cursor).
+  int l_tile = first;
+  int l_j = 0;
+  auto load_w = [&](uint4& wv, uint32_t& sv) {
+    const int kb = warp + l_j * WARPS;
+    if (l_tile < p.n_tiles && kb < p.kblocks) {
+      const size_t idx = (static_cast<size_t>(l_tile) * p.kblocks + kb) * 32 + lane;
+      wv = detail::ld_stream(p.codes + idx);
+      sv = kFp8 ? 0u : static_cast<uint32_t>(p.scales[idx]);
+    } else {
+      wv = make_uint4(0, 0, 0, 0);
+      sv = 0;
+    }
+    if (++l_j == steps) {
+      l_j = 0;
+      l_tile += stride;
+    }
+  };
+  const __half* xrow[NT];
+  bool tok_ok[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    const int tok = nt * 8 + g;
+    tok_ok[nt] = tok < p.m;
+    xrow[nt] = p.x + static_cast<size_t>(tok < p.m ? tok : 0) * p.k + t * kKPerLane;
+  }
+  auto load_x = [&](int j, uint32_t (&xw)[NT][8]) {
+    const int kb = warp + j * WARPS;
+    const bool in_k = kb * kKPerBlock + t * kKPerLane < p.k;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      uint4 v0 = make_uint4(0, 0, 0, 0);
+      uint4 v1 = make_uint4(0, 0, 0, 0);
+      if (in_k && tok_ok[nt]) {
+        const __half* xp = xrow[nt] + static_cast<size_t>(kb) * kKPerBlock;
+        v0 = detail::ld_x(xp);
+        if (!kFp8) v1 = detail::ld_x(xp + 8);
+      }
+      xw[nt][0] = v0.x; xw[nt][1] = v0.y; xw[nt][2] = v0.z; xw[nt][3] = v0.w;
+      xw[nt][4] = v1.x; xw[nt][5] = v1.y; xw[nt][6] = v1.z; xw[nt][7] = v1.w;
+    }
+  };
+
+  uint4 ring_w[RING];
+  uint32_t ring_s[RING];
+#pragma unroll
+  for (int u = 0; u < RING; ++u) load_w(ring_w[u], ring_s[u]);
+  uint32_t xcur[NT][8];
+  load_x(0, xcur);
+  int x_j = steps > 1 ? 1 : 0;  // step (within the tile) whose x is loaded next
+  int c_j = 0;
+  int c_tile = first;
+  int buf = 0;
+  float acc[NT][4];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[nt][c] = 0.0f;
+  const float oscale = p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
+
+  for (int s0 = 0; s0 < total; s0 += RING) {
+#pragma unroll
+    for (int u = 0; u < RING; ++u) {
+      if (s0 + u >= total) break;  // uniform over the block
+      const uint4 w = ring_w[u];
+      const uint32_t sc = ring_s[u];
+      load_w(ring_w[u], ring_s[u]);
+      uint32_t xnext[NT][8];
+      load_x(x_j, xnext);
+      x_j = x_j + 1 == steps ? 0 : x_j + 1;
+      tile_step<kFp8, NT>(acc, w, sc, xcur);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int q = 0; q < 8; ++q) xcur[nt][q] = xnext[nt][q];
+      if (++c_j == steps) {  // tile done (uniform over the block): reduce over warps, write y
+        c_j = 0;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          *reinterpret_cast<float4*>(&red[buf][warp][nt * 128 + lane * 4]) =
+              make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
+#pragma unroll
+          for (int c = 0; c < 4; ++c) acc[nt][c] = 0.0f;
+        }
+        __syncthreads();
+        for (int o = threadIdx.x; o < NT * 128; o += WARPS * 32) {
+          float sum = 0.0f;
+#pragma unroll
+          for (int w2 = 0; w2 < WARPS; ++w2) sum += red[buf][w2][o];
+          const int nt = o / 128;
+          const int ln = (o / 4) % 32;
+          const int c = o % 4;
+          const int row = c_tile * 16 + (ln >> 2) + 8 * (c >> 1);
+          const int tok = nt * 8 + 2 * (ln & 3) + (c & 1);
+          if (row < p.n && tok < p.m) {
+            float v = sum * oscale;
+            if (p.channel_scales != nullptr) v *= p.channel_scales[row];
+            const size_t idx = static_cast<size_t>(tok) * p.n + row;
+            if (p.y_f32) {
+              static_cast<float*>(p.y)[idx] = v;
+            } else {
+              static_cast<__half*>(p.y)[idx] = __float2half_rn(v);
+            }
+          }
+        }
+        c_tile += stride;
+        buf ^= 1;
+      }
+    }
+  }
+}
+
+template <bool kFp8, int NT, int RING, int WARPS, int MINB>
+cudaError_t launch_stream(const Params& p, cudaStream_t stream) {
+  constexpr int blocks_per_sm = MINB;
+  static int sms = 0;  // the process's device count of SMs (one device per process in this server)
+  if (sms == 0) {
+    int dev = 0;
+    if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev); e != cudaSuccess) return e;
+  }
+  const int grid = p.n_tiles < sms * blocks_per_sm ? p.n_tiles : sms * blocks_per_sm;
+  stream_kernel<kFp8, NT, RING, WARPS, MINB><<<grid, WARPS * 32, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
 template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int LOADK = 0, int ABLATE = 0>
 __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   constexpr int kWarps = WARPS;
   // Static shared memory: the table's address is a link-time constant, so a lookup is LDS [reg + imm].
   // The same space holds the split-k reduction afterwards (<= 16 KB).
-  __shared__ __align__(16) uint32_t smem[kFp8 ? 4096 : detail::kLutWords];
+  __shared__ __align__(16) uint32_t smem[4096];
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2;
   const int t = lane & 3;
-  if constexpr (!kFp8) {
-    detail::fill_e2m1_lut(smem);
-    __syncthreads();
-  }
   const int tile0 = static_cast<int>(blockIdx.x / p.ksplit) * R;
   const int split = static_cast<int>(blockIdx.x % p.ksplit);
   const int kb_lo = static_cast<int>(static_cast<int64_t>(p.kblocks) * split / p.ksplit);
@@ -213,8 +366,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   for (int u = 0; u < kRing; ++u) load_w(u, u * kWStep, ring_w[u], ring_s[u]);
   uint32_t xcur[NT][8];
   load_x(0, 0, xcur);
-  const char* lut = reinterpret_cast<const char*>(smem);
-  const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
   for (int j0 = 0; j0 < cnt; j0 += kRing) {
 #pragma unroll
     for (int u = 0; u < kRing; ++u) {
@@ -235,7 +386,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
         if constexpr (ABLATE == 1) {  // diagnostics: stream the weights, skip decode and MMA
           acc[r][0][0] += __uint_as_float((w[r].x ^ w[r].y ^ w[r].z ^ w[r].w ^ sc[r] ^ xcur[0][0]) & 0x3F7FFFFFu);
         } else {
-          tile_step<kFp8, NT>(acc[r], w[r], sc[r], xcur, lut, lane4, p.global_scale);
+          tile_step<kFp8, NT>(acc[r], w[r], sc[r], xcur);
         }
       }
 #pragma unroll
@@ -307,7 +458,11 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
   const uint4 w = codes[gunit];
   const int g = lane >> 2;
   const int t = lane & 3;
-  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  uint32_t words[4] = {w.x, w.y, w.z, w.w};
+  if constexpr (!kFp8) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) words[i] = nvfp4_sm80_unplace(words[i]);  // back to checkpoint nibble order
+  }
   const uint32_t sc = kFp8 ? 0u : scales[gunit];
   for (int h = 0; h < 2; ++h) {
     const int row = tile * 16 + g + 8 * h;
@@ -351,18 +506,22 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.x = static_cast<const __half*>(a.x);
   p.y = a.y;
   p.channel_scales = fp8 ? w.channel_scales : nullptr;
-  p.global_scale = w.global_scale * 256.0f;  // e4m3_scale_h2 leaves out 2^8
-  p.out_scale = fp8 ? w.tensor_scale * 256.0f : 1.0f;
+  p.global_scale = w.global_scale;
+  // NVFP4: the decoded codes carry 2^-14 (nvfp4_bits.h), the fp32 sums get it back with the global scale.
+  p.out_scale = fp8 ? w.tensor_scale * 256.0f : w.global_scale * 16384.0f;
   p.n = static_cast<int>(w.n);
   p.k = static_cast<int>(w.k);
   p.m = static_cast<int>(a.m);
   p.n_tiles = static_cast<int>(w.n / 16);
   p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
   p.y_f32 = a.y_f32;
-  // Variants (LinearArgs::tuning): tiles per block R, weight loads in flight per warp (ring), warps per block
-  // (k split) and resident blocks per SM asked of the register allocator. Defaults picked from the H200 sweep in
-  // bench/RESULTS.md. 1: R1 ring4 w8 b2, 5: R1 ring4 w4 b5, 6: R1 ring2 w8 b4, 7: R1 ring4 w16 b1;
-  // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only.
+  // Variants (LinearArgs::tuning). Per-tile blocks (decode_kernel): tiles per block R, weight loads in flight per
+  // warp (ring), warps per block (k split) and resident blocks per SM asked of the register allocator:
+  // 1: R1 ring4 w8 b2, 5: R1 ring4 w4 b5, 6: R1 ring2 w8 b4, 7: R1 ring4 w16 b1; 12 / 13 are diagnostics (weights
+  // loaded but not used / not loaded): wrong results, timing only. Persistent blocks (stream_kernel, grid = SMs x
+  // blocks per SM): 20: ring4 w16 b1, 23: ring3 w8 b3 — measured slower than the per-tile blocks on every 27B
+  // shape (bench/RESULTS.md, 2026-11-29 second section), kept for comparison. Defaults from that H200 sweep (the
+  // variants 9-11, 21, 22, 24, 25 measured there were never best and were removed).
   int tuning = a.tuning;
   if (tuning == 0) {
     if (p.n_tiles < 256) {
@@ -373,9 +532,11 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
       tuning = fp8 ? 1 : 5;
     }
   }
-  if (tuning != 1 && tuning != 5 && tuning != 6 && tuning != 7 && tuning != 12 && tuning != 13) {
-    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12 or 13");
+  const bool persistent = tuning == 20 || tuning == 23;
+  if (tuning != 1 && (tuning < 5 || tuning > 7) && tuning != 12 && tuning != 13 && !persistent) {
+    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12, 13, 20 or 23");
   }
+  if (persistent && a.ksplit > 1) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit needs a per-tile variant");
   auto stream = static_cast<cudaStream_t>(a.stream);
   // Optional k split over several blocks per tile (LinearArgs::ksplit > 1, fp32 y only: y is zeroed first and the
   // blocks add atomically). Off by default: on the H200 sweep (bench/RESULTS.md) the memset and atomics cost more
@@ -391,6 +552,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     constexpr bool F = decltype(fp8_tag)::value;
     constexpr int NT = decltype(nt_tag)::value;
     switch (tuning) {
+      case 20: return launch_stream<F, NT, 4, 16, 1>(p, stream);
+      case 23: return launch_stream<F, NT, 3, 8, 3>(p, stream);
       case 1: return launch<F, NT, 1, 4, 8, 2>(p, stream);
       case 5: return launch<F, NT, 1, 4, 4, 5>(p, stream);
       case 6: return launch<F, NT, 1, 2, 8, 4>(p, stream);

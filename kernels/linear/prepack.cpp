@@ -1,6 +1,8 @@
 // Prepack / unpack between checkpoint order and the kernel families' fragment order (see prepack.h).
 #include "linear/prepack.h"
 
+#include "linear/nvfp4_bits.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -12,6 +14,17 @@ constexpr int kLanes = 32;
 constexpr int kLaneBytes = 16;
 
 int64_t row_bytes(WeightCodec codec, int64_t k) { return codec == WeightCodec::kNvfp4 ? k / 2 : k; }
+
+// sm80 NVFP4: the bits of each 32-bit word of a lane unit are placed for the table-free decode
+// (nvfp4_bits.h); a bijection on 32 bits applied word by word, undone by unpack.
+void permute_nvfp4_words(uint8_t* unit, bool forward) {
+  for (int w = 0; w < kLaneBytes / 4; ++w) {
+    uint32_t v = 0;
+    std::memcpy(&v, unit + 4 * w, 4);
+    v = forward ? nvfp4_sm80_place(v) : nvfp4_sm80_unplace(v);
+    std::memcpy(unit + 4 * w, &v, 4);
+  }
+}
 
 // Calls f(row, src_col, dst_offset, nbytes) for every run of code bytes that lane `lane` of (tile, kb) holds,
 // and s(row, group, dst_offset) for its scale bytes. One description used by both directions.
@@ -95,6 +108,7 @@ std::string prepack(WeightCodec codec, KernelFamily family, int64_t n, int64_t k
             [&](int64_t row, int64_t group, int off) {
               if (sdst != nullptr && row < n && group < groups) sdst[off] = scales[row * groups + group];
             });
+        if (codec == WeightCodec::kNvfp4 && family == KernelFamily::kSm80) permute_nvfp4_words(dst, true);
       }
     }
   }
@@ -116,7 +130,9 @@ std::string unpack(const PackedWeightHost& p, std::vector<uint8_t>* codes, std::
     for (int64_t kb = 0; kb < p.kblocks; ++kb) {
       for (int lane = 0; lane < kLanes; ++lane) {
         const int64_t unit = (tile * p.kblocks + kb) * kLanes + lane;
-        const uint8_t* src = p.codes.data() + unit * kLaneBytes;
+        uint8_t src[kLaneBytes];
+        std::memcpy(src, p.codes.data() + unit * kLaneBytes, kLaneBytes);
+        if (p.codec == WeightCodec::kNvfp4 && p.family == KernelFamily::kSm80) permute_nvfp4_words(src, false);
         const uint8_t* ssrc = p.codec == WeightCodec::kNvfp4 ? p.scales.data() + unit * 2 : nullptr;
         for_each_lane_run(
             p.family, tile, kb, lane,

@@ -169,11 +169,12 @@ constexpr uint8_t kGuardByte = 0xA5;
 
 // Runs one case; returns the normalised error (fails the test on NaN, unwritten outputs, guard damage).
 double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed,
-                int ksplit = 0) {
+                int ksplit = 0, int tuning = 0) {
   const std::string name = std::string("linear ") + codec_name(w.codec) + " m=" + std::to_string(m) +
                            " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) + " fam=" + family_name(fam) +
                            (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel") +
-                           (ksplit > 0 ? " ksplit=" + std::to_string(ksplit) : "");
+                           (ksplit > 0 ? " ksplit=" + std::to_string(ksplit) : "") +
+                           (tuning > 0 ? " tuning=" + std::to_string(tuning) : "");
   INFO(name);
   SplitMix rng(seed);
   std::vector<uint16_t> xh(static_cast<size_t>(m * w.k));
@@ -198,6 +199,7 @@ double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, 
   a.workspace_bytes = ctx.workspace->bytes;
   a.cublas_handle = ctx.cublas;
   a.ksplit = ksplit;
+  a.tuning = tuning;
   const KernelStatus st = linear_forward(w.view(fam), a);
   INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
   REQUIRE(st.ok());
@@ -321,6 +323,33 @@ TEST_CASE("linear gpu sm80 forced k splits (atomic fp32 accumulation)", "[gpu]")
       }
     }
   }
+}
+
+TEST_CASE("linear gpu sm80 every decode variant (per-tile and persistent schedules)", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  if (cc < 80) SKIP("sm80 family needs sm_80+");
+  Context ctx;
+  // Fewer tiles than resident blocks, k not a multiple of the k-block, and a 27B shape with several tiles per block.
+  const int64_t shapes[][2] = {{48, 80}, {5136, 1104}, {10240, 5120}};
+  uint64_t seed = 700;
+  for (const auto& s : shapes) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
+      for (int tuning : {1, 5, 6, 7, 20, 23}) {
+        for (int64_t m : {1, 8, 9, 16}) {
+          run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + tuning), 0, tuning);
+        }
+      }
+    }
+  }
+  LinearArgs a;
+  a.tuning = 99;
+  auto w = make_weight(WeightCodec::kNvfp4, 32, 64, false, 799);
+  DeviceBuffer dx(64 * 2), dy(32 * 4);
+  a.x = dx.p;
+  a.y = dy.p;
+  a.m = 1;
+  CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
 }
 
 TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {

@@ -2,9 +2,13 @@
 // padding is zero, and bad shapes are rejected with a message. Runs on the CPU.
 #include <catch2/catch_test_macros.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "kernels/common/fp_formats.h"
+#include "kernels/linear/nvfp4_bits.h"
 #include "kernels/linear/prepack.h"
 #include "linear_random.h"
 
@@ -24,11 +28,11 @@ void roundtrip(WeightCodec codec, KernelFamily family, int64_t n, int64_t k, uin
   const TileGeometry geo = tile_geometry(family);
   CHECK(packed.n_tiles == (n + geo.tile_rows - 1) / geo.tile_rows);
   CHECK(packed.codes.size() == static_cast<size_t>(packed.n_tiles * packed.kblocks * 512));
-  // The packed buffer holds every code byte once, plus zero padding: byte multisets agree.
-  size_t nonzero_packed = 0, nonzero_orig = 0;
-  for (uint8_t b : packed.codes) nonzero_packed += b != 0;
-  for (uint8_t b : codes) nonzero_orig += b != 0;
-  CHECK(nonzero_packed == nonzero_orig);
+  // The packed buffer holds every code bit once (sm80 NVFP4 moves bits inside words), plus zero padding.
+  size_t ones_packed = 0, ones_orig = 0;
+  for (uint8_t b : packed.codes) ones_packed += static_cast<size_t>(__builtin_popcount(b));
+  for (uint8_t b : codes) ones_orig += static_cast<size_t>(__builtin_popcount(b));
+  CHECK(ones_packed == ones_orig);
   if (packed.codes.size() > codes.size()) CHECK(packed.codes != std::vector<uint8_t>(packed.codes.size(), 0));
   std::vector<uint8_t> codes_back, scales_back;
   REQUIRE(unpack(packed, &codes_back, &scales_back).empty());
@@ -60,9 +64,16 @@ TEST_CASE("linear prepack places lane bytes where the kernels read them", "[unit
   PackedWeightHost p;
   REQUIRE(prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, n, k, codes, scales, &p).empty());
   const int lane = 1 * 4 + 2;
-  for (int b = 0; b < 8; ++b) {
-    CHECK(p.codes[lane * 16 + b] == codes[1 * 32 + 16 + b]);
-    CHECK(p.codes[lane * 16 + 8 + b] == codes[9 * 32 + 16 + b]);
+  for (int w = 0; w < 2; ++w) {  // words hold their 4 checkpoint bytes with bits placed (nvfp4_bits.h)
+    uint32_t lo = 0, hi = 0;
+    std::memcpy(&lo, &p.codes[lane * 16 + 4 * w], 4);
+    std::memcpy(&hi, &p.codes[lane * 16 + 8 + 4 * w], 4);
+    lo = nvfp4_sm80_unplace(lo);
+    hi = nvfp4_sm80_unplace(hi);
+    for (int b = 0; b < 4; ++b) {
+      CHECK(((lo >> (8 * b)) & 0xFF) == codes[1 * 32 + 16 + 4 * w + b]);
+      CHECK(((hi >> (8 * b)) & 0xFF) == codes[9 * 32 + 16 + 4 * w + b]);
+    }
   }
   CHECK(p.scales[lane * 2] == scales[1 * 4 + 2]);
   CHECK(p.scales[lane * 2 + 1] == scales[9 * 4 + 2]);
@@ -77,6 +88,42 @@ TEST_CASE("linear prepack places lane bytes where the kernels read them", "[unit
   for (int b = 0; b < 16; ++b) CHECK(p70.codes[unit * 16 + b] == c70[13 * 32 + 16 + b]);
   CHECK(p70.scales[unit * 2] == s70[13 * 4 + 2]);
   CHECK(p70.scales[unit * 2 + 1] == s70[13 * 4 + 3]);
+}
+
+TEST_CASE("sm80 NVFP4 bit placement is a bijection and decodes to e2m1 * 2^-14 exactly", "[unit]") {
+  // Every single bit maps to a distinct bit and back.
+  uint32_t seen = 0;
+  for (int i = 0; i < 32; ++i) {
+    const uint32_t placed = nvfp4_sm80_place(1u << i);
+    REQUIRE(__builtin_popcount(placed) == 1);
+    CHECK((seen & placed) == 0);
+    seen |= placed;
+    CHECK(nvfp4_sm80_unplace(placed) == (1u << i));
+  }
+  CHECK(seen == 0xFFFFFFFFu);
+  // The kernels' extraction of each pair equals the true value * 2^-14 for every code in every position,
+  // whatever the other codes of the word are.
+  SplitMix rng(99);
+  int checked = 0;
+  for (int iter = 0; iter < 4096; ++iter) {
+    const uint32_t word = static_cast<uint32_t>(rng.next());
+    const uint32_t placed = nvfp4_sm80_place(word);
+    REQUIRE(nvfp4_sm80_unplace(placed) == word);
+    const uint32_t pairs[4] = {nvfp4_sm80_pair<0>(placed), nvfp4_sm80_pair<1>(placed), nvfp4_sm80_pair<2>(placed),
+                               nvfp4_sm80_pair<3>(placed)};
+    for (int q = 0; q < 4; ++q) {
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t code = static_cast<uint8_t>((word >> (8 * q + 4 * h)) & 0xF);
+        const float got = voltserve::fp::f16_to_float(static_cast<uint16_t>(pairs[q] >> (16 * h)));
+        const float want = voltserve::fp::e2m1_to_float(code) * std::ldexp(1.0f, -14);
+        INFO("word=" << word << " pair=" << q << " half=" << h << " code=" << int(code));
+        REQUIRE(got == want);
+        REQUIRE(std::signbit(got) == ((code & 8) != 0));
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 4096 * 8);
 }
 
 TEST_CASE("linear prepack rejects bad shapes and sizes with a message", "[unit]") {
