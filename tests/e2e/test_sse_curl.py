@@ -33,7 +33,8 @@ def main():
             c.check(body.endswith(b"data: [DONE]\n\n"), f"ends with [DONE]: {body[-40:]!r}")
             c.check(body.count(b"data: [DONE]") == 1, "one [DONE]")
             for block in body.decode().split("\n\n")[:-1]:
-                c.check(block.startswith("data: ") and "\n" not in block, f"one-line data event: {block[:80]!r}")
+                ok = (block.startswith("data: ") or block.startswith(": ")) and "\n" not in block
+                c.check(ok, f"one-line data event or comment: {block[:80]!r}")
             datas, _ = sse_events(body)
             chunks = [json.loads(d) for d in datas[:-1]]
             c.check(datas[-1] == "[DONE]", "last payload [DONE]")
