@@ -234,7 +234,7 @@ int main(int argc, char** argv) {
         const int copies = static_cast<int>(w.codes.size());
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
-          for (int tuning : {1, 5, 6, 7, 12, 13, 20, 23}) {
+          for (int tuning : {1, 5, 6, 7, 12, 13, 15, 20, 23}) {
             LinearArgs a;
             a.x = x;
             a.m = m;

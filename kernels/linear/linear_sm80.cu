@@ -517,24 +517,31 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.y_f32 = a.y_f32;
   // Variants (LinearArgs::tuning). Per-tile blocks (decode_kernel): tiles per block R, weight loads in flight per
   // warp (ring), warps per block (k split) and resident blocks per SM asked of the register allocator:
-  // 1: R1 ring4 w8 b2, 5: R1 ring4 w4 b5, 6: R1 ring2 w8 b4, 7: R1 ring4 w16 b1; 12 / 13 are diagnostics (weights
+  // 1: R1 ring4 w8 b2, 5: R1 ring4 w4 b5, 6: R1 ring2 w8 b4, 7: R1 ring4 w16 b1, 14: R2 ring4 w8 b4,
+  // 15: R2 ring4 w8 b2, 16: R2 ring8 w8 b2; 12 / 13 are diagnostics (weights
   // loaded but not used / not loaded): wrong results, timing only. Persistent blocks (stream_kernel, grid = SMs x
   // blocks per SM): 20: ring4 w16 b1, 23: ring3 w8 b3 — measured slower than the per-tile blocks on every 27B
   // shape (bench/RESULTS.md, 2026-11-29 second section), kept for comparison. Defaults from that H200 sweep (the
   // variants 9-11, 21, 22, 24, 25 measured there were never best and were removed).
   int tuning = a.tuning;
   if (tuning == 0) {
+    // From the H200 sweeps (bench/RESULTS.md, second section): two tiles per block (v15, x loads shared by both)
+    // wins once its blocks fill about two waves (>= 528 tiles) except FP8 at M <= 8 and NVFP4 M > 8 at 512-1023
+    // tiles; with fewer tiles the one-tile variants keep more blocks resident.
+    const bool many = p.n_tiles >= 528;
     if (p.n_tiles < 256) {
       tuning = 7;  // few tiles: split k over 16 warps to fill the GPU
     } else if (a.m <= 8) {
-      tuning = 6;
+      tuning = many && !fp8 ? 15 : 6;
+    } else if (fp8) {
+      tuning = many ? 15 : 1;
     } else {
-      tuning = fp8 ? 1 : 5;
+      tuning = p.n_tiles >= 512 && p.n_tiles < 1024 ? 5 : 15;
     }
   }
   const bool persistent = tuning == 20 || tuning == 23;
-  if (tuning != 1 && (tuning < 5 || tuning > 7) && tuning != 12 && tuning != 13 && !persistent) {
-    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12, 13, 20 or 23");
+  if (tuning != 1 && (tuning < 5 || tuning > 7) && (tuning < 12 || tuning > 16) && !persistent) {
+    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12..16, 20 or 23");
   }
   if (persistent && a.ksplit > 1) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit needs a per-tile variant");
   auto stream = static_cast<cudaStream_t>(a.stream);
@@ -558,6 +565,9 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
       case 5: return launch<F, NT, 1, 4, 4, 5>(p, stream);
       case 6: return launch<F, NT, 1, 2, 8, 4>(p, stream);
       case 7: return launch<F, NT, 1, 4, 16, 1>(p, stream);
+      case 14: return launch<F, NT, 2, 4, 8, 4>(p, stream);
+      case 15: return launch<F, NT, 2, 4, 8, 2>(p, stream);
+      case 16: return launch<F, NT, 2, 8, 8, 2>(p, stream);
       case 12: return launch<F, NT, 1, 4, 8, 2, 0, 1>(p, stream);
       default: return launch<F, NT, 1, 4, 8, 2, 0, 2>(p, stream);
     }

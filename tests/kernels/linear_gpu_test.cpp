@@ -335,7 +335,7 @@ TEST_CASE("linear gpu sm80 every decode variant (per-tile and persistent schedul
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
-      for (int tuning : {1, 5, 6, 7, 20, 23}) {
+      for (int tuning : {1, 5, 6, 7, 14, 15, 16, 20, 23}) {
         for (int64_t m : {1, 8, 9, 16}) {
           run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + tuning), 0, tuning);
         }
