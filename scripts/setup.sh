@@ -50,6 +50,8 @@ if [ ${#missing_apt[@]} -gt 0 ] || [ $catch2_ok -eq 0 ]; then
 fi
 
 PYTHON=${PYTHON:-python3}
+# A Debian system python marks itself externally managed (PEP 668); these are test tools, install anyway.
+export PIP_BREAK_SYSTEM_PACKAGES=1
 if ! "$PYTHON" - "${PIP_PACKAGES[@]}" <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version, PackageNotFoundError
