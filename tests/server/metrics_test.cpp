@@ -1,0 +1,34 @@
+// Prometheus rendering: counters by status, engine gauges, cumulative histogram buckets.
+#include <catch2/catch_test_macros.hpp>
+
+#include "http/metrics.h"
+
+using namespace voltserve;
+using namespace voltserve::http;
+
+TEST_CASE("metrics render in the Prometheus text format", "[unit]") {
+  ServerMetrics m;
+  m.count_request("/v1/chat/completions", 200);
+  m.count_request("/v1/chat/completions", 200);
+  m.count_request("/v1/chat/completions", 400);
+  m.count_tokens(10, 5);
+  m.observe_ttft(0.02);
+  m.observe_ttft(100);
+  EngineStats s;
+  s.n_running = 2;
+  s.kv_pages_total = 64;
+  s.kv_pages_free = 60;
+  s.state_slots_total = 4;
+  s.state_slots_free = 2;
+  std::string text = m.render(&s, "tiny");
+  CHECK(text.find("voltserve_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 2") != std::string::npos);
+  CHECK(text.find("status=\"400\"} 1") != std::string::npos);
+  CHECK(text.find("voltserve_num_requests_running{model_name=\"tiny\"} 2") != std::string::npos);
+  CHECK(text.find("voltserve_kv_pages_free{model_name=\"tiny\"} 60") != std::string::npos);
+  CHECK(text.find("voltserve_state_slots_free{model_name=\"tiny\"} 2") != std::string::npos);
+  CHECK(text.find("voltserve_prompt_tokens_total{model_name=\"tiny\"} 10") != std::string::npos);
+  CHECK(text.find("voltserve_time_to_first_token_seconds_bucket{le=\"0.025\"} 1") != std::string::npos);
+  CHECK(text.find("voltserve_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2") != std::string::npos);
+  CHECK(text.find("voltserve_time_to_first_token_seconds_count 2") != std::string::npos);
+  CHECK(text.find("# TYPE voltserve_time_to_first_token_seconds histogram") != std::string::npos);
+}
