@@ -235,7 +235,10 @@ void BpeModel::encode_word(std::string_view bytes, std::vector<int32_t>& out) co
   out.insert(out.end(), symbols.begin(), symbols.end());
   if (cacheable) {
     std::unique_lock lock(cache_mutex_, std::try_to_lock);
-    if (lock.owns_lock() && cache_.size() < kCacheCapacity) cache_.emplace(std::string(bytes), symbols);
+    if (lock.owns_lock()) {
+      if (cache_.size() >= kCacheCapacity) cache_.clear();
+      cache_.emplace(std::string(bytes), symbols);
+    }
   }
 }
 

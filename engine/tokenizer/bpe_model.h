@@ -40,7 +40,7 @@ class BpeModel {
   int32_t max_id() const { return static_cast<int32_t>(id_to_token_.size()) - 1; }
   size_t n_merges() const { return n_merges_; }
 
-  static constexpr size_t kCacheCapacity = 1 << 16;  // pieces; when full, new pieces are not cached
+  static constexpr size_t kCacheCapacity = 1 << 16;  // pieces; when full it is emptied, so it follows new text
   static constexpr size_t kCacheMaxPieceBytes = 128;
   static constexpr size_t kSmallWord = 64;  // symbols; longer words use the heap-based merge loop
 

@@ -13,6 +13,11 @@ namespace {
 constexpr std::string_view kWhiteSpaceItems =
     "\\x{9}-\\x{D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 
+// Code points that are \p{N} for HF's Oniguruma (Unicode 15) but unassigned in Debian's PCRE2 10.42 tables
+// (Unicode 14): the Kaktovik numerals. An exhaustive check over all code points in several regex contexts found no
+// other difference for the Qwen patterns; listing them is harmless once PCRE2 knows them too.
+constexpr std::string_view kExtraNumberItems = "\\x{1D2C0}-\\x{1D2D3}";
+
 std::string pcre2_error_text(int code) {
   PCRE2_UCHAR buf[256];
   const int n = pcre2_get_error_message(code, buf, sizeof(buf));
@@ -37,6 +42,15 @@ Result<std::string> translate_hf_regex(std::string_view pattern) {
           out.append(kWhiteSpaceItems);
         } else {
           out.append("[").append(kWhiteSpaceItems).append("]");
+        }
+        continue;
+      }
+      if (e == 'p' && pattern.substr(i + 1, 3) == "{N}") {
+        i += 3;
+        if (in_class) {
+          out.append("\\p{N}").append(kExtraNumberItems);
+        } else {
+          out.append("[\\p{N}").append(kExtraNumberItems).append("]");
         }
         continue;
       }

@@ -1,7 +1,7 @@
 // The `Split` pre-tokenizer's regex, run with PCRE2 (UTF + UCP, JIT). tokenizer.json patterns are written for
 // Oniguruma, which HF `tokenizers` uses; translate_hf_regex() rewrites the few constructs whose meaning differs in
-// PCRE2 (\s, \S: Oniguruma means exactly Unicode White_Space, PCRE2 adds U+180E) and rejects Oniguruma-only
-// syntax. Tested in tests/tokenizer/test_pretokenize_regex.cpp and by the differential tests against HF.
+// PCRE2 (\s, \S: Oniguruma means exactly Unicode White_Space, PCRE2 adds U+180E; \p{N}: Oniguruma's newer
+// Unicode tables know the Kaktovik numerals) and rejects Oniguruma-only syntax. Tested in tests/tokenizer/test_pretokenize_regex.cpp and by the differential tests against HF.
 #pragma once
 
 #include <memory>

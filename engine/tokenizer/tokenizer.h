@@ -64,7 +64,7 @@ class Tokenizer {
 // Streams text while ids arrive one at a time: each push() returns the text that is complete so far and never
 // splits a UTF-8 sequence (incomplete trailing bytes are held back until completed); flush() returns what is
 // left (an incomplete sequence becomes U+FFFD, as decode() does). The concatenation of all chunks equals
-// tokenizer.decode(all ids, skip_special). Keeps a reference to the tokenizer, which must outlive it.
+// tokenizer.decode(all ids, skip_special). Holds its own (cheap, shared) copy of the tokenizer.
 class IncrementalDecoder {
  public:
   IncrementalDecoder(const Tokenizer& tokenizer, bool skip_special);
@@ -72,7 +72,7 @@ class IncrementalDecoder {
   std::string flush();
 
  private:
-  const Tokenizer& tokenizer_;
+  Tokenizer tokenizer_;
   bool skip_special_;
   std::string pending_;  // at most 3 bytes: the start of a UTF-8 sequence that may still be completed
 };

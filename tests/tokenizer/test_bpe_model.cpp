@@ -124,3 +124,39 @@ TEST_CASE("BPE drops bytes missing from the vocab when there is no unk, else map
   REQUIRE(with_unk.is_ok());
   CHECK(encode(**with_unk, "a--b") == std::vector<int32_t>{0, 3, 1});
 }
+
+TEST_CASE("BPE cache overflow keeps results correct", "[unit]") {
+  const std::vector<std::pair<std::string, std::string>> merges = {{"a", "b"}, {"c", "d"}, {"ab", "cd"}, {"e", "f"}};
+  auto m = BpeModel::build(spec_with(merges));
+  REQUIRE(m.is_ok());
+  auto word = [](size_t i) {
+    std::string w;
+    for (size_t k = 0; k < 4; ++k, i /= 6) w.push_back("abcdef"[i % 6]);
+    return w;
+  };
+  // More distinct pieces than the cache holds, so it fills and is emptied while in use; the second pass must give
+  // the first pass's ids, and a sample is checked against the textbook algorithm.
+  const size_t n_words = 6 * 6 * 6 * 6;
+  const size_t n_reps = BpeModel::kCacheCapacity / n_words + 2;
+  std::vector<std::vector<int32_t>> first;
+  for (int pass = 0; pass < 2; ++pass) {
+    size_t k = 0;
+    for (size_t rep = 0; rep < n_reps; ++rep) {
+      for (size_t i = 0; i < n_words; ++i, ++k) {
+        const std::string w = word(i) + std::string(rep, 'e') + "ab";
+        const auto ids = encode(**m, w);
+        if (pass == 0) {
+          first.push_back(ids);
+          if (k % 97 == 0) {
+            std::vector<int32_t> expect;
+            for (const auto& s : reference_bpe(w, merges)) expect.push_back(*(*m)->token_id(s));
+            REQUIRE(ids == expect);
+          }
+        } else {
+          REQUIRE(ids == first[k]);
+        }
+      }
+    }
+  }
+  CHECK(first.size() > BpeModel::kCacheCapacity);
+}

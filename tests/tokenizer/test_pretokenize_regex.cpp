@@ -59,6 +59,12 @@ TEST_CASE("\\s means Unicode White_Space, as in Oniguruma", "[unit]") {
   CHECK(split(R"([^\s]+)", "ab\xC2\xA0" "cd") == V{"ab", "\xC2\xA0", "cd"});  // U+00A0 inside a class
 }
 
+TEST_CASE("\\p{N} includes the Kaktovik numerals, as HF's Unicode tables do", "[unit]") {
+  // U+1D2C0, U+1D2C1 (Unicode 15): digits are split one by one.
+  CHECK(split(kQwen3, "a \xF0\x9D\x8B\x80\xF0\x9D\x8B\x81") == V{"a", " ", "\xF0\x9D\x8B\x80", "\xF0\x9D\x8B\x81"});
+  CHECK(split(R"([^\p{N}]+)", "x\xF0\x9D\x8B\x80y") == V{"x", "\xF0\x9D\x8B\x80", "y"});
+}
+
 TEST_CASE("translate_hf_regex rejects what it cannot translate", "[unit]") {
   CHECK(translate_hf_regex(R"([^\S])").status().code() == StatusCode::kUnimplemented);
   CHECK(translate_hf_regex(R"([a-z&&[^aeiou]])").status().code() == StatusCode::kUnimplemented);
