@@ -41,7 +41,7 @@ while IFS= read -r bin; do
   test_lines+=("$(printf '%-32s %-7s %s' "$name" "$r" "$(grep -E '^(All tests passed|test cases:)' "$logs/$name.log" | tail -1)")")
 done < <(find "$build/tests" -maxdepth 3 -type f -executable -name 'test_*' | sort)
 
-"$build/bench_linear" --out "$logs/bench_linear.tsv" >"$logs/bench_linear.log" 2>&1 || { echo "gpu-check: bench_linear failed"; status=1; }
+"$build/bench_linear" ${VOLTSERVE_BENCH_ARGS:-} --out "$logs/bench_linear.tsv" >"$logs/bench_linear.log" 2>&1 || { echo "gpu-check: bench_linear failed"; status=1; }
 
 echo
 echo "== GPU kernel cases (worst 8 by error; full list in $logs) =="

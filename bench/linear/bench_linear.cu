@@ -159,14 +159,16 @@ int main(int argc, char** argv) {
   bool quick = false;
   bool sm70_too = true;
   bool sweep = false;
+  bool sweep_only = false;
   const char* out_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sm70")) sm70_too = false;
     else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
+    else if (!std::strcmp(argv[i], "--sweep-only")) sweep = sweep_only = true;
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--sweep] [--out results.tsv]\n");
+      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only] [--out results.tsv]\n");
       return 2;
     }
   }
@@ -234,8 +236,15 @@ int main(int argc, char** argv) {
         const int copies = static_cast<int>(w.codes.size());
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
-          for (int tuning : {1, 5, 6, 7, 12, 13, 15, 20, 23}) {
+          // {tuning, ksplit, overlap}: overlap 1 = programmatic dependent launch, 2 = plain launch.
+          const int variants[][3] = {{0, 0, 1}, {0, 0, 2}, {1, 0, 1}, {5, 0, 1}, {6, 0, 1}, {6, 0, 2}, {7, 0, 1},
+                                     {15, 0, 1}, {15, 0, 2}, {30, 2, 1}, {30, 8, 1}, {31, 0, 1}, {31, 0, 2},
+                                     {33, 1, 1}, {34, 0, 1}};
+          for (const auto& vk : variants) {
+            const int tuning = vk[0];
             LinearArgs a;
+            a.ksplit = vk[1];
+            a.overlap = vk[2];
             a.x = x;
             a.m = m;
             a.y = y;
@@ -254,7 +263,7 @@ int main(int argc, char** argv) {
               if (!linear_forward(v, a).ok()) std::exit(1);
             });
             const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
-            std::printf("  v%d %6.1fus %5.1f%%", tuning, us, 100.0 * gbs / ceiling_gbs);
+            std::printf("  v%d/%d/%c %5.1fus %4.1f%%", tuning, vk[1], vk[2] == 1 ? 'o' : 'p', us, 100.0 * gbs / ceiling_gbs);
           }
           std::printf("\n");
           std::fflush(stdout);
@@ -263,6 +272,7 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (sweep_only) return 0;
   for (const Shape& sh : kShapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;  // lm_head stays NVFP4 (ModelOpt recipe)

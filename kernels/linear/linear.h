@@ -49,8 +49,12 @@ struct LinearArgs {
   void* cublas_handle = nullptr;  // cublasHandle_t, owned by the caller (bound to `stream` by the callee)
   void* stream = nullptr;         // cudaStream_t
   int force_path = 0;             // 0: auto; 1: force the M<=16 decode kernel (needs m <= 16); 2: force dequant+GEMM
-  int ksplit = 0;                 // sm80 decode: 0/1 = off, > 1 = k split over blocks with atomic fp32 adds
+  int ksplit = 0;                 // sm80 decode: 0/1 = off, > 1 = k split over blocks with atomic fp32 adds (fp32 y);
+                                  // variants 30..35: split count of the serial fixup (0 = automatic)
   int tuning = 0;                 // 0: default; else an sm80 decode-kernel variant (bench_linear --sweep)
+  // sm80 decode on sm_90+: 0 = default, 1 = programmatic dependent launch (the kernel issues its first weight
+  // loads before waiting for the previous kernel in the stream to finish), 2 = plain launch.
+  int overlap = 0;
 };
 
 inline constexpr int64_t kMaxDecodeRows = 16;

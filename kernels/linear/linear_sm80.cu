@@ -52,7 +52,22 @@ struct Params {
   int n, k, m, n_tiles, kblocks;
   int ksplit;  // blocks sharing one tile group, each over a k range; > 1: fp32 y pre-zeroed, atomic adds
   bool y_f32;
+  float* fix_ws;          // fixup variants: fp32 partials [group][split][R * NT * 128]
+  unsigned* fix_count;    // fixup variants: per tile group arrival counter (0 between launches)
+  bool pdl;               // per-tile variants: launched with programmatic dependent launch (sm_90+)
 };
+
+// Serial fixup (k split over blocks without memset or atomics on y): each (tile group, k slice) block stores its
+// fp32 partial sums here; the last block of a group to arrive (per-group counter, which it resets to 0, so
+// nothing is cleared between launches and CUDA graphs replay it as is) adds the slices in split order
+// (deterministic) and writes y. One buffer per process and device: launches that use it must not run
+// concurrently on two streams (the server issues decode layers on one stream).
+constexpr int kFixupFloats = 1 << 21;  // 8 MB: 6144 rows x 16 tokens x 16 splits
+constexpr int kFixupGroups = 8192;
+// Programmatic dependent launch by default on sm_90+ (LinearArgs::overlap = 0).
+constexpr bool kOverlapDefault = true;
+__device__ float g_fixup_ws[kFixupFloats];
+__device__ unsigned g_fixup_count[kFixupGroups];
 
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -278,7 +293,7 @@ cudaError_t launch_stream(const Params& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int LOADK = 0, int ABLATE = 0>
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int LOADK = 0, int ABLATE = 0, bool FIX = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   constexpr int kWarps = WARPS;
   // Static shared memory: the table's address is a link-time constant, so a lookup is LDS [reg + imm].
@@ -364,6 +379,14 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   uint32_t ring_s[kRing][R];
 #pragma unroll
   for (int u = 0; u < kRing; ++u) load_w(u, u * kWStep, ring_w[u], ring_s[u]);
+  // Programmatic dependent launch (sm_90+, when launched with the attribute; no-ops otherwise): the next kernel
+  // may be scheduled once every block of this one has started, and this one's weight loads above (constant
+  // data) were issued before waiting for the previous kernel, whose output x may be. Nothing is written before
+  // the wait, so the fixup buffer and y are never touched while the previous launch still runs.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   uint32_t xcur[NT][8];
   load_x(0, 0, xcur);
   for (int j0 = 0; j0 < cnt; j0 += kRing) {
@@ -411,10 +434,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[warp * kOut + (r * NT + nt) * 128 + lane * 4 + c] = acc[r][nt][c];
   __syncthreads();
-  for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
-    float s = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) s += red[w * kOut + o];
+  auto emit = [&](int o, float s) {
     const int r = o / (NT * 128);
     const int nt = (o / 128) % NT;
     const int ln = (o / 4) % 32;
@@ -425,7 +445,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
       float v = s * p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
       if (p.channel_scales != nullptr) v *= p.channel_scales[row];
       const size_t idx = static_cast<size_t>(tok) * p.n + row;
-      if (p.ksplit > 1) {
+      if (!FIX && p.ksplit > 1) {
         atomicAdd(static_cast<float*>(p.y) + idx, v);
       } else if (p.y_f32) {
         static_cast<float*>(p.y)[idx] = v;
@@ -433,15 +453,119 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
         static_cast<__half*>(p.y)[idx] = __float2half_rn(v);
       }
     }
+  };
+  if constexpr (FIX) {
+    if (p.ksplit > 1) {
+      const int grp = static_cast<int>(blockIdx.x) / p.ksplit;
+      float* part = p.fix_ws + static_cast<size_t>(grp) * p.ksplit * kOut;
+      for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
+        float s = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) s += red[w * kOut + o];
+        __stcg(part + split * kOut + o, s);
+      }
+      __threadfence();  // partials visible device-wide before this block is counted
+      __syncthreads();
+      __shared__ unsigned is_last;
+      if (threadIdx.x == 0) {
+        const unsigned prev = atomicAdd(p.fix_count + grp, 1u);
+        is_last = prev == static_cast<unsigned>(p.ksplit - 1);
+        if (is_last) p.fix_count[grp] = 0;  // every block of the group has arrived: ready for the next launch
+      }
+      __syncthreads();
+      if (!is_last) return;
+      __threadfence();
+      for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
+        float s = 0.0f;
+        for (int sp = 0; sp < p.ksplit; ++sp) s += __ldcg(part + sp * kOut + o);
+        emit(o, s);
+      }
+      return;
+    }
   }
+  for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += red[w * kOut + o];
+    emit(o, s);
+  }
+}
+
+// Launches a decode kernel, with programmatic dependent launch when p.pdl (sm_90+ devices only).
+template <typename Kernel>
+cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int threads, cudaStream_t stream) {
+  if (!p.pdl) {
+    kernel<<<blocks, threads, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int LOADK = 0, int ABLATE = 0>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   const int blocks = (p.n_tiles + R - 1) / R * p.ksplit;
   static_assert(WARPS * R * NT * 128 <= 4096, "reduction must fit the static shared buffer");
-  decode_kernel<kFp8, NT, R, RING, WARPS, MINB, LOADK, ABLATE><<<blocks, WARPS * 32, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_decode(decode_kernel<kFp8, NT, R, RING, WARPS, MINB, LOADK, ABLATE>, p, blocks, WARPS * 32, stream);
+}
+
+int device_sms() {
+  static int sms = 0;  // the process's device count of SMs (one device per process in this server)
+  if (sms == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return 132;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) sms = 132;
+  }
+  return sms;
+}
+
+int device_major() {
+  static int major = 0;  // compute capability major of the process's device
+  if (major == 0) {
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+      major = 8;  // unknown: no programmatic dependent launch
+    }
+  }
+  return major;
+}
+
+// k split over blocks with the serial fixup. splits = 0: about two waves of resident blocks (SMs x MINB), each
+// warp keeping >= 2 k-blocks; 1 = no split. Clamped to the fixup buffer.
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB>
+cudaError_t launch_fixup(Params p, int splits, cudaStream_t stream) {
+  const int groups = (p.n_tiles + R - 1) / R;
+  if (splits <= 0) {
+    const int slots = device_sms() * MINB;
+    splits = (2 * slots + groups - 1) / groups;
+  }
+  const int max_split = p.kblocks / (2 * WARPS) > 1 ? p.kblocks / (2 * WARPS) : 1;
+  splits = splits < max_split ? splits : max_split;
+  constexpr int kOut = R * NT * 128;
+  while (splits > 1 && static_cast<int64_t>(groups) * splits * kOut > kFixupFloats) --splits;
+  if (groups > kFixupGroups) splits = 1;
+  p.ksplit = splits < 1 ? 1 : splits;
+  if (p.ksplit > 1) {
+    static void* ws = nullptr;  // device addresses of the fixup buffers (one device per process)
+    static void* cnt = nullptr;
+    if (ws == nullptr) {
+      if (cudaError_t e = cudaGetSymbolAddress(&ws, g_fixup_ws); e != cudaSuccess) return e;
+      if (cudaError_t e = cudaGetSymbolAddress(&cnt, g_fixup_count); e != cudaSuccess) return e;
+    }
+    p.fix_ws = static_cast<float*>(ws);
+    p.fix_count = static_cast<unsigned*>(cnt);
+  }
+  return launch_decode(decode_kernel<kFp8, NT, R, RING, WARPS, MINB, 0, 0, true>, p, groups * p.ksplit, WARPS * 32,
+                       stream);
 }
 
 // Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit.
@@ -522,34 +646,57 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // loaded but not used / not loaded): wrong results, timing only. Persistent blocks (stream_kernel, grid = SMs x
   // blocks per SM): 20: ring4 w16 b1, 23: ring3 w8 b3 — measured slower than the per-tile blocks on every 27B
   // shape (bench/RESULTS.md, 2026-11-29 second section), kept for comparison. Defaults from that H200 sweep (the
-  // variants 9-11, 21, 22, 24, 25 measured there were never best and were removed).
+  // variants 9-11, 21, 22, 24, 25 measured there were never best and were removed). Serial-fixup k split over
+  // blocks (launch_fixup; LinearArgs::ksplit = split count, 0 = about two waves of blocks): 30: R1 ring4 w4 b5,
+  // 31: R1 ring2 w8 b4, 32: R1 ring4 w8 b2, 33: R1 ring8 w4 b4, 34: R2 ring4 w8 b2, 35: R1 ring4 w16 b1 (third
+  // section; 30 and 31 are defaults on some shapes, the others were never best).
   int tuning = a.tuning;
+  int splits = a.ksplit;  // fixup variants: 0 = automatic
   if (tuning == 0) {
     // From the H200 sweeps (bench/RESULTS.md, second section): two tiles per block (v15, x loads shared by both)
     // wins once its blocks fill about two waves (>= 528 tiles) except FP8 at M <= 8 and NVFP4 M > 8 at 512-1023
     // tiles; with fewer tiles the one-tile variants keep more blocks resident.
+    // Third section (all with programmatic dependent launch): the serial-fixup k split (v30/v31) wins only where
+    // k is long (mlp.down: FP8 M <= 8, NVFP4 M > 8) and for FP8 k/v_proj at M <= 8; M <= 8 on 256-527 tiles
+    // prefers v1 to v6 for both codecs.
     const bool many = p.n_tiles >= 528;
+    const bool long_k = p.kblocks >= 256;  // mlp.down: k = 17408 (NVFP4 272, FP8 544 k-blocks)
     if (p.n_tiles < 256) {
       tuning = 7;  // few tiles: split k over 16 warps to fill the GPU
+      if (fp8 && a.m <= 8) {
+        tuning = 30;
+        splits = 8;
+      }
     } else if (a.m <= 8) {
-      tuning = many && !fp8 ? 15 : 6;
+      if (!fp8) {
+        tuning = many ? 15 : 1;  // with programmatic dependent launch v1 beats v6 on 320-384 tiles
+      } else {
+        tuning = many ? 6 : (long_k ? 31 : 1);
+      }
     } else if (fp8) {
       tuning = many ? 15 : 1;
+    } else if (!many && long_k) {
+      tuning = 30;
+      splits = 2;
     } else {
       tuning = p.n_tiles >= 512 && p.n_tiles < 1024 ? 5 : 15;
     }
   }
   const bool persistent = tuning == 20 || tuning == 23;
-  if (tuning != 1 && (tuning < 5 || tuning > 7) && (tuning < 12 || tuning > 16) && !persistent) {
-    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12..16, 20 or 23");
+  const bool fixup = tuning >= 30 && tuning <= 35;
+  if (tuning != 1 && (tuning < 5 || tuning > 7) && (tuning < 12 || tuning > 16) && !persistent && !fixup) {
+    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12..16, 20, 23 or 30..35");
   }
+  if (a.ksplit < 0) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit must be >= 0");
+  if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
+  p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
   if (persistent && a.ksplit > 1) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit needs a per-tile variant");
   auto stream = static_cast<cudaStream_t>(a.stream);
-  // Optional k split over several blocks per tile (LinearArgs::ksplit > 1, fp32 y only: y is zeroed first and the
-  // blocks add atomically). Off by default: on the H200 sweep (bench/RESULTS.md) the memset and atomics cost more
+  // Optional k split over several blocks per tile for the variants below 30 (LinearArgs::ksplit > 1, fp32 y only:
+  // y is zeroed first and the blocks add atomically). Off by default: on the H200 sweep (bench/RESULTS.md) the memset and atomics cost more
   // than the partial wave they remove for most 27B shapes.
   p.ksplit = 1;
-  if (a.ksplit > 1) {
+  if (a.ksplit > 1 && !fixup) {
     if (!a.y_f32) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit > 1 needs fp32 y");
     p.ksplit = a.ksplit < p.kblocks ? a.ksplit : p.kblocks;
     VS_CUDA_TRY(cudaMemsetAsync(a.y, 0, static_cast<size_t>(a.m) * p.n * sizeof(float), stream));
@@ -558,7 +705,14 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   auto go = [&](auto fp8_tag, auto nt_tag) {
     constexpr bool F = decltype(fp8_tag)::value;
     constexpr int NT = decltype(nt_tag)::value;
+    const int sp = splits;
     switch (tuning) {
+      case 30: return launch_fixup<F, NT, 1, 4, 4, 5>(p, sp, stream);
+      case 31: return launch_fixup<F, NT, 1, 2, 8, 4>(p, sp, stream);
+      case 32: return launch_fixup<F, NT, 1, 4, 8, 2>(p, sp, stream);
+      case 33: return launch_fixup<F, NT, 1, 8, 4, 4>(p, sp, stream);
+      case 34: return launch_fixup<F, NT, 2, 4, 8, 2>(p, sp, stream);
+      case 35: return launch_fixup<F, NT, 1, 4, 16, 1>(p, sp, stream);
       case 20: return launch_stream<F, NT, 4, 16, 1>(p, stream);
       case 23: return launch_stream<F, NT, 3, 8, 3>(p, stream);
       case 1: return launch<F, NT, 1, 4, 8, 2>(p, stream);

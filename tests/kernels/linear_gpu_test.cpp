@@ -169,12 +169,13 @@ constexpr uint8_t kGuardByte = 0xA5;
 
 // Runs one case; returns the normalised error (fails the test on NaN, unwritten outputs, guard damage).
 double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed,
-                int ksplit = 0, int tuning = 0) {
+                int ksplit = 0, int tuning = 0, int overlap = 0) {
   const std::string name = std::string("linear ") + codec_name(w.codec) + " m=" + std::to_string(m) +
                            " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) + " fam=" + family_name(fam) +
                            (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel") +
                            (ksplit > 0 ? " ksplit=" + std::to_string(ksplit) : "") +
-                           (tuning > 0 ? " tuning=" + std::to_string(tuning) : "");
+                           (tuning > 0 ? " tuning=" + std::to_string(tuning) : "") +
+                           (overlap > 0 ? " overlap=" + std::to_string(overlap) : "");
   INFO(name);
   SplitMix rng(seed);
   std::vector<uint16_t> xh(static_cast<size_t>(m * w.k));
@@ -200,6 +201,7 @@ double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, 
   a.cublas_handle = ctx.cublas;
   a.ksplit = ksplit;
   a.tuning = tuning;
+  a.overlap = overlap;
   const KernelStatus st = linear_forward(w.view(fam), a);
   INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
   REQUIRE(st.ok());
@@ -335,9 +337,24 @@ TEST_CASE("linear gpu sm80 every decode variant (per-tile and persistent schedul
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
-      for (int tuning : {1, 5, 6, 7, 14, 15, 16, 20, 23}) {
+      for (int tuning : {1, 5, 6, 7, 14, 15, 16, 20, 23, 30, 31, 32, 33, 34, 35}) {
         for (int64_t m : {1, 8, 9, 16}) {
           run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + tuning), 0, tuning);
+        }
+      }
+      // Plain launches (no programmatic dependent launch) of a per-tile and a fixup variant.
+      for (int tuning : {6, 31}) {
+        for (int64_t m : {1, 16}) {
+          run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + tuning), 0, tuning, 2);
+        }
+      }
+      // Serial-fixup k split with explicit split counts (1 = none, up to more than the k-blocks allow), fp16 y
+      // too; consecutive launches also check that every group's arrival counter was reset.
+      for (int tuning : {30, 34}) {
+        for (int ks : {1, 2, 3, 7, 64}) {
+          for (int64_t m : {1, 16}) {
+            run_case(ctx, *w, KernelFamily::kSm80, m, ks != 3, seed * 100 + static_cast<uint64_t>(m + ks), ks, tuning);
+          }
         }
       }
     }
@@ -350,6 +367,75 @@ TEST_CASE("linear gpu sm80 every decode variant (per-tile and persistent schedul
   a.y = dy.p;
   a.m = 1;
   CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+}
+
+// Back-to-back launches without host syncs: A writes y1 (fp16), B reads it as x, then A runs again on other
+// input and overwrites y1. With programmatic dependent launch a kernel issues weight loads before the previous
+// one has finished, so a missing wait would show as B reading stale x (RAW) or A' clobbering B's input (WAR).
+TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent launch)", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  if (cc < 80) SKIP("sm80 family needs sm_80+");
+  Context ctx;
+  auto wa = make_weight(WeightCodec::kNvfp4, 8192, 4096, false, 901);
+  auto wb = make_weight(WeightCodec::kNvfp4, 512, 8192, false, 902);
+  wa->global_scale = 1.0f / 8192.0f;  // keeps y1 well inside fp16
+  for (int tuning_b : {0, 31}) {
+    for (int64_t m : {int64_t{1}, int64_t{16}}) {
+      SplitMix rng(903 + static_cast<uint64_t>(m * 7 + tuning_b));
+      std::vector<uint16_t> x0h(static_cast<size_t>(m * 4096)), x1h(x0h.size());
+      std::vector<float> x0f(x0h.size()), x1f(x0h.size());
+      voltserve::test::fill_activations(x0h, x0f, rng);
+      voltserve::test::fill_activations(x1h, x1f, rng);
+      DeviceBuffer dx0(x0h.size() * 2), dx1(x1h.size() * 2), dy1(static_cast<size_t>(m * 8192) * 2),
+          dy2(static_cast<size_t>(m * 512) * 4);
+      REQUIRE((dx0.p && dx1.p && dy1.p && dy2.p));
+      CUDA_REQUIRE(cudaMemcpy(dx0.p, x0h.data(), x0h.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_REQUIRE(cudaMemcpy(dx1.p, x1h.data(), x1h.size() * 2, cudaMemcpyHostToDevice));
+      LinearArgs a;
+      a.m = m;
+      a.y_f32 = false;
+      a.x = dx0.p;
+      a.y = dy1.p;
+      // Reference input of B: y1 = A(x0), computed alone first.
+      REQUIRE(linear_forward(wa->view(KernelFamily::kSm80), a).ok());
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      std::vector<uint16_t> y1h(static_cast<size_t>(m * 8192));
+      CUDA_REQUIRE(cudaMemcpy(y1h.data(), dy1.p, y1h.size() * 2, cudaMemcpyDeviceToHost));
+      std::vector<float> y1f(y1h.size());
+      for (size_t i = 0; i < y1h.size(); ++i) y1f[i] = voltserve::fp::f16_to_float(y1h[i]);
+      // Poison y1 with a kernel-free memset, then A, B, A' back to back.
+      CUDA_REQUIRE(cudaMemset(dy1.p, 0xFF, y1h.size() * 2));
+      CUDA_REQUIRE(cudaMemset(dy2.p, 0xFF, static_cast<size_t>(m * 512) * 4));
+      REQUIRE(linear_forward(wa->view(KernelFamily::kSm80), a).ok());
+      LinearArgs b;
+      b.m = m;
+      b.x = dy1.p;
+      b.y = dy2.p;
+      b.tuning = tuning_b;
+      REQUIRE(linear_forward(wb->view(KernelFamily::kSm80), b).ok());
+      a.x = dx1.p;
+      REQUIRE(linear_forward(wa->view(KernelFamily::kSm80), a).ok());
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      std::vector<float> y2(static_cast<size_t>(m * 512));
+      CUDA_REQUIRE(cudaMemcpy(y2.data(), dy2.p, y2.size() * 4, cudaMemcpyDeviceToHost));
+      std::vector<int64_t> rows(512);
+      for (int64_t i = 0; i < 512; ++i) rows[i] = i;
+      std::vector<float> ref(y2.size());
+      linear_ref_rows(wb->host(), rows, y1f.data(), m, ref.data());
+      double num = 0.0, den = 0.0;
+      size_t nan = 0;
+      for (size_t i = 0; i < y2.size(); ++i) {
+        nan += std::isnan(y2[i]) ? 1 : 0;
+        num += (static_cast<double>(y2[i]) - ref[i]) * (static_cast<double>(y2[i]) - ref[i]);
+        den += static_cast<double>(ref[i]) * ref[i];
+      }
+      const double err = den > 0 ? num / den : num;
+      std::printf("linear chained A->B->A' m=%lld tuning_b=%d err=%.3e %s\n", static_cast<long long>(m), tuning_b, err,
+                  err <= 5e-4 && nan == 0 ? "ok" : "FAIL");
+      CHECK(nan == 0);
+      CHECK(err <= 5e-4);
+    }
+  }
 }
 
 TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
