@@ -34,6 +34,9 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const std::filesystem::
   if (r->info_.name.empty()) r->info_.name = std::filesystem::path(model_dir).parent_path().filename().string();
   r->info_.vocab_size = static_cast<int32_t>(c.vocab_size);
   r->info_.n_vocab_real = static_cast<int32_t>(c.vocab_size);
+  if (options.n_vocab_real > 0 && options.n_vocab_real < r->info_.n_vocab_real) {
+    r->info_.n_vocab_real = options.n_vocab_real;
+  }
   r->info_.context_length = static_cast<int32_t>(context);
   r->info_.eos_token_ids = c.eos_token_ids;
   return r;

@@ -25,6 +25,9 @@ struct RunnerOptions {
   int32_t n_slots = 4;      // sequences that can be live at once
   int32_t n_pages = 0;      // KV pages shared by all sequences; 0: enough for n_slots full contexts
   GdnMode gdn_mode = GdnMode::kAuto;
+  // Logit rows that are real tokens (the tokenizer's size); rows past it pad the matrix (Qwen3.5: 248077 of
+  // 248320) and are never sampled. 0: every row is real.
+  int32_t n_vocab_real = 0;
 };
 
 class Qwen35Runner final : public ModelRunner {

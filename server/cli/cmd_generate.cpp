@@ -138,6 +138,7 @@ void run_generate(const GenerateArgs& a) {
   RunnerOptions opt;
   opt.backend = a.backend;
   opt.n_threads = a.threads;
+  if (tok) opt.n_vocab_real = tok->vocab_size();  // padding rows past the tokenizer are never sampled
   opt.n_slots = 1;
   opt.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
   auto loaded = Qwen35Runner::load(a.model, opt);

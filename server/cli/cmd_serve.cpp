@@ -100,6 +100,7 @@ void run_serve(http::ServeSettings s) {
   runner_options.n_threads = s.threads;
   runner_options.max_context = s.context;
   runner_options.n_slots = s.max_running;
+  runner_options.n_vocab_real = tokenizer->vocab_size();
   Result<std::unique_ptr<ModelRunner>> runner = load_model_runner(model_dir, runner_options);
   if (!runner.is_ok()) {
     stop_http();

@@ -328,4 +328,22 @@ TEST_CASE("Loading a missing or broken model folder is a clear error", "[unit]")
   CHECK(bad_backend.status().message().find("tpu") != std::string::npos);
 }
 
+
+TEST_CASE("Padding logit rows past the tokenizer are reported as not real", "[unit]") {
+  RunnerOptions opt;
+  auto all_rows = Qwen35Runner::load(fixture_dir("tiny-tied"), opt);
+  REQUIRE(all_rows.is_ok());
+  const int32_t vocab = (*all_rows)->info().vocab_size;
+  CHECK((*all_rows)->info().n_vocab_real == vocab);
+  opt.n_vocab_real = vocab - 7;
+  auto padded = Qwen35Runner::load(fixture_dir("tiny-tied"), opt);
+  REQUIRE(padded.is_ok());
+  CHECK((*padded)->info().vocab_size == vocab);
+  CHECK((*padded)->info().n_vocab_real == vocab - 7);
+  opt.n_vocab_real = vocab + 100;  // a tokenizer larger than the matrix cannot add rows
+  auto larger = Qwen35Runner::load(fixture_dir("tiny-tied"), opt);
+  REQUIRE(larger.is_ok());
+  CHECK((*larger)->info().n_vocab_real == vocab);
+}
+
 }  // namespace voltserve
