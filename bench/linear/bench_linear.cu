@@ -217,6 +217,19 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&y, max_m * 17408 * 4));  // also >= 16 x 248320 x 4 (lm_head, M <= 16)
   const size_t ws_bytes = size_t{1} << 30;
   CK(cudaMalloc(&ws, ws_bytes));
+  // Serial-fixup k-split memory (LinearArgs::fixup_*), owned here like the engine's backend would: sized for every
+  // swept variant, counters zeroed once (the kernels leave them at 0).
+  void* fix_partials;
+  void* fix_counters;
+  CK(cudaMalloc(&fix_partials, kFixupSweepPartialsBytes));
+  CK(cudaMalloc(&fix_counters, kFixupSweepCountersBytes));
+  CK(cudaMemset(fix_counters, 0, kFixupSweepCountersBytes));
+  auto give_fixup = [&](LinearArgs& a) {
+    a.fixup_partials = fix_partials;
+    a.fixup_partials_bytes = kFixupSweepPartialsBytes;
+    a.fixup_counters = fix_counters;
+    a.fixup_counters_bytes = kFixupSweepCountersBytes;
+  };
 
   std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   if (quick) ms = {1, 4, 8, 9, 16};
@@ -250,6 +263,7 @@ int main(int argc, char** argv) {
             a.y = y;
             a.stream = s;
             a.tuning = tuning;
+            give_fixup(a);
             const double us = median_us_graph(s, std::max(copies, 8), 15, [&](int i) {
               PackedWeightView v;
               v.codec = codec;
@@ -300,6 +314,13 @@ int main(int argc, char** argv) {
           a.m = m;
           a.y = y;
           a.stream = s;
+          give_fixup(a);
+          const LinearFixupBytes need = linear_fixup_bytes(view(0), m);
+          if (need.partials > a.fixup_partials_bytes || need.counters > a.fixup_counters_bytes) {
+            std::fprintf(stderr, "bench_linear: %s m=%lld wants %zu + %zu fixup bytes\n", sh.name,
+                         static_cast<long long>(m), need.partials, need.counters);
+            std::exit(1);
+          }
           const double us = median_us_graph(s, std::max(copies, 8), 21, [&](int i) {
             const KernelStatus st = linear_forward(view(i), a);
             if (!st.ok()) {

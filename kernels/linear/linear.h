@@ -55,7 +55,35 @@ struct LinearArgs {
   // sm80 decode on sm_90+: 0 = default, 1 = programmatic dependent launch (the kernel issues its first weight
   // loads before waiting for the previous kernel in the stream to finish), 2 = plain launch.
   int overlap = 0;
+  // Caller-owned device memory of the sm80 serial-fixup k split (variants 30..35; sizes: linear_fixup_bytes).
+  // fixup_partials: fp32 partial sums, overwritten by every launch that splits. fixup_counters: one uint32 arrival
+  // counter per tile group; zero them ONCE when allocated (cudaMemset): every launch leaves them at 0 again (the
+  // last block of a group resets its counter), so launches need no memset and CUDA graphs replay them as is.
+  // Launches on one stream may share one pair of buffers (each waits for the previous kernel before touching
+  // them); two launches that can run concurrently (two streams, or two graph branches) must NOT share them. After
+  // a launch that failed or was aborted on the device, zero the counters again.
+  // Without them (nullptr) the default pick (tuning 0) uses the best unsplit variant instead of a k split (a
+  // documented fallback, measured a few % slower on the shapes where the split wins: bench/RESULTS.md); an
+  // explicit variant 30..35 that would split returns kBadArgument. Buffers smaller than linear_fixup_bytes: the
+  // default pick falls back the same way; an explicit variant lowers its split count until it fits.
+  void* fixup_partials = nullptr;
+  size_t fixup_partials_bytes = 0;
+  void* fixup_counters = nullptr;
+  size_t fixup_counters_bytes = 0;
 };
+
+// Bytes of fixup memory (LinearArgs::fixup_*) the default pick of the sm80 decode kernel wants for this weight and
+// m on the current device (the automatic split count depends on its SM count): {0, 0} when it does not split k
+// (sm70 family, m > 16, and most shapes). Explicit variants 30..35 may want more (their split count is lowered
+// to fit what is given).
+struct LinearFixupBytes {
+  size_t partials = 0;
+  size_t counters = 0;
+};
+LinearFixupBytes linear_fixup_bytes(const PackedWeightView& w, int64_t m);
+// What the tests and the benchmark sweep give every launch (8 MB: 6144 rows x 16 tokens x 16 splits; 8192 groups).
+inline constexpr size_t kFixupSweepPartialsBytes = size_t{8} << 20;
+inline constexpr size_t kFixupSweepCountersBytes = 8192 * 4;
 
 inline constexpr int64_t kMaxDecodeRows = 16;
 
@@ -76,6 +104,7 @@ KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t row
 }  // namespace sm70
 namespace sm80 {
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
+LinearFixupBytes fixup_bytes(const PackedWeightView& w, int64_t m);  // linear_fixup_bytes for the sm80 family
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
 }  // namespace sm80
 

@@ -58,16 +58,12 @@ struct Params {
 };
 
 // Serial fixup (k split over blocks without memset or atomics on y): each (tile group, k slice) block stores its
-// fp32 partial sums here; the last block of a group to arrive (per-group counter, which it resets to 0, so
-// nothing is cleared between launches and CUDA graphs replay it as is) adds the slices in split order
-// (deterministic) and writes y. One buffer per process and device: launches that use it must not run
-// concurrently on two streams (the server issues decode layers on one stream).
-constexpr int kFixupFloats = 1 << 21;  // 8 MB: 6144 rows x 16 tokens x 16 splits
-constexpr int kFixupGroups = 8192;
+// fp32 partial sums in the caller's LinearArgs::fixup_partials; the last block of a group to arrive (counter in
+// fixup_counters, which it resets to 0, so nothing is cleared between launches and CUDA graphs replay it as is)
+// adds the slices in split order (deterministic) and writes y. Launches that share the buffers must not run
+// concurrently (linear.h).
 // Programmatic dependent launch by default on sm_90+ (LinearArgs::overlap = 0).
 constexpr bool kOverlapDefault = true;
-__device__ float g_fixup_ws[kFixupFloats];
-__device__ unsigned g_fixup_count[kFixupGroups];
 
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -539,33 +535,76 @@ int device_major() {
   return major;
 }
 
-// k split over blocks with the serial fixup. splits = 0: about two waves of resident blocks (SMs x MINB), each
-// warp keeping >= 2 k-blocks; 1 = no split. Clamped to the fixup buffer.
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB>
-cudaError_t launch_fixup(Params p, int splits, cudaStream_t stream) {
-  const int groups = (p.n_tiles + R - 1) / R;
-  if (splits <= 0) {
-    const int slots = device_sms() * MINB;
-    splits = (2 * slots + groups - 1) / groups;
-  }
-  const int max_split = p.kblocks / (2 * WARPS) > 1 ? p.kblocks / (2 * WARPS) : 1;
+// Block shapes of the serial-fixup variants 30..35 (tiles per block, warps, resident blocks per SM); must match
+// the launch_fixup instantiations in linear_decode.
+struct FixupShape {
+  int r, warps, minb;
+};
+constexpr FixupShape kFixupShapes[6] = {{1, 4, 5}, {1, 8, 4}, {1, 8, 2}, {1, 4, 4}, {2, 8, 2}, {1, 16, 1}};
+
+// Split count and memory of a fixup variant. requested = 0: about two waves of resident blocks (SMs x MINB); then
+// each warp keeps >= 2 k-blocks. max_floats / max_groups (< 0: unlimited) lower the split count to fit the
+// caller's buffers; splits == 1 runs unsplit and uses no memory.
+struct FixupPlan {
+  int groups = 0;
+  int splits = 1;
+  size_t floats = 0;  // partials needed (0 when splits == 1)
+};
+FixupPlan plan_fixup(int tuning, int requested, int n_tiles, int kblocks, int nt, int64_t max_floats, int64_t max_groups) {
+  const FixupShape s = kFixupShapes[tuning - 30];
+  FixupPlan plan;
+  plan.groups = (n_tiles + s.r - 1) / s.r;
+  int splits = requested;
+  if (splits <= 0) splits = (2 * device_sms() * s.minb + plan.groups - 1) / plan.groups;
+  const int max_split = kblocks / (2 * s.warps) > 1 ? kblocks / (2 * s.warps) : 1;
   splits = splits < max_split ? splits : max_split;
-  constexpr int kOut = R * NT * 128;
-  while (splits > 1 && static_cast<int64_t>(groups) * splits * kOut > kFixupFloats) --splits;
-  if (groups > kFixupGroups) splits = 1;
-  p.ksplit = splits < 1 ? 1 : splits;
-  if (p.ksplit > 1) {
-    static void* ws = nullptr;  // device addresses of the fixup buffers (one device per process)
-    static void* cnt = nullptr;
-    if (ws == nullptr) {
-      if (cudaError_t e = cudaGetSymbolAddress(&ws, g_fixup_ws); e != cudaSuccess) return e;
-      if (cudaError_t e = cudaGetSymbolAddress(&cnt, g_fixup_count); e != cudaSuccess) return e;
-    }
-    p.fix_ws = static_cast<float*>(ws);
-    p.fix_count = static_cast<unsigned*>(cnt);
-  }
+  const int64_t out = static_cast<int64_t>(s.r) * nt * 128;
+  while (max_floats >= 0 && splits > 1 && static_cast<int64_t>(plan.groups) * splits * out > max_floats) --splits;
+  if (max_groups >= 0 && plan.groups > max_groups) splits = 1;
+  plan.splits = splits < 1 ? 1 : splits;
+  plan.floats = plan.splits > 1 ? static_cast<size_t>(static_cast<int64_t>(plan.groups) * plan.splits * out) : 0;
+  return plan;
+}
+
+// k split over blocks with the serial fixup; p.ksplit (from plan_fixup), p.fix_ws and p.fix_count are set.
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB>
+cudaError_t launch_fixup(const Params& p, cudaStream_t stream) {
+  const int groups = (p.n_tiles + R - 1) / R;
   return launch_decode(decode_kernel<kFp8, NT, R, RING, WARPS, MINB, 0, 0, true>, p, groups * p.ksplit, WARPS * 32,
                        stream);
+}
+
+// The default variant (LinearArgs::tuning = 0) and its split count (fixup variants; 0 = automatic). with_fixup =
+// false: the best variant without a serial-fixup k split (the caller gave no, or too little, fixup memory).
+int default_tuning(bool fp8, int n_tiles, int kblocks, int64_t m, bool with_fixup, int* splits) {
+  // From the H200 sweeps (bench/RESULTS.md, second section): two tiles per block (v15, x loads shared by both)
+  // wins once its blocks fill about two waves (>= 528 tiles) except FP8 at M <= 8 and NVFP4 M > 8 at 512-1023
+  // tiles; with fewer tiles the one-tile variants keep more blocks resident.
+  // Third section (all with programmatic dependent launch): the serial-fixup k split (v30/v31) wins only where
+  // k is long (mlp.down: FP8 M <= 8, NVFP4 M > 8) and for FP8 k/v_proj at M <= 8; M <= 8 on 256-527 tiles
+  // prefers v1 to v6 for both codecs. Without fixup memory each falls back to the pick of its branch without
+  // the split (v7, v1, v15 or v5: the unsplit variants measured next best there).
+  const bool many = n_tiles >= 528;
+  const bool long_k = kblocks >= 256;  // mlp.down: k = 17408 (NVFP4 272, FP8 544 k-blocks)
+  *splits = 0;
+  if (n_tiles < 256) {
+    if (fp8 && m <= 8 && with_fixup) {
+      *splits = 8;
+      return 30;
+    }
+    return 7;  // few tiles: split k over 16 warps to fill the GPU
+  }
+  if (m <= 8) {
+    if (!fp8) return many ? 15 : 1;  // with programmatic dependent launch v1 beats v6 on 320-384 tiles
+    if (many) return 6;
+    return long_k && with_fixup ? 31 : 1;
+  }
+  if (fp8) return many ? 15 : 1;
+  if (!many && long_k && with_fixup) {
+    *splits = 2;
+    return 30;
+  }
+  return n_tiles >= 512 && n_tiles < 1024 ? 5 : 15;
 }
 
 // Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit.
@@ -652,34 +691,18 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // section; 30 and 31 are defaults on some shapes, the others were never best).
   int tuning = a.tuning;
   int splits = a.ksplit;  // fixup variants: 0 = automatic
+  const int nt = a.m > 8 ? 2 : 1;
+  const bool have_fixup = a.fixup_partials != nullptr && a.fixup_counters != nullptr;
+  const int64_t max_floats = have_fixup ? static_cast<int64_t>(a.fixup_partials_bytes / sizeof(float)) : 0;
+  const int64_t max_groups = have_fixup ? static_cast<int64_t>(a.fixup_counters_bytes / sizeof(unsigned)) : 0;
+  FixupPlan plan;
   if (tuning == 0) {
-    // From the H200 sweeps (bench/RESULTS.md, second section): two tiles per block (v15, x loads shared by both)
-    // wins once its blocks fill about two waves (>= 528 tiles) except FP8 at M <= 8 and NVFP4 M > 8 at 512-1023
-    // tiles; with fewer tiles the one-tile variants keep more blocks resident.
-    // Third section (all with programmatic dependent launch): the serial-fixup k split (v30/v31) wins only where
-    // k is long (mlp.down: FP8 M <= 8, NVFP4 M > 8) and for FP8 k/v_proj at M <= 8; M <= 8 on 256-527 tiles
-    // prefers v1 to v6 for both codecs.
-    const bool many = p.n_tiles >= 528;
-    const bool long_k = p.kblocks >= 256;  // mlp.down: k = 17408 (NVFP4 272, FP8 544 k-blocks)
-    if (p.n_tiles < 256) {
-      tuning = 7;  // few tiles: split k over 16 warps to fill the GPU
-      if (fp8 && a.m <= 8) {
-        tuning = 30;
-        splits = 8;
-      }
-    } else if (a.m <= 8) {
-      if (!fp8) {
-        tuning = many ? 15 : 1;  // with programmatic dependent launch v1 beats v6 on 320-384 tiles
-      } else {
-        tuning = many ? 6 : (long_k ? 31 : 1);
-      }
-    } else if (fp8) {
-      tuning = many ? 15 : 1;
-    } else if (!many && long_k) {
-      tuning = 30;
-      splits = 2;
-    } else {
-      tuning = p.n_tiles >= 512 && p.n_tiles < 1024 ? 5 : 15;
+    tuning = default_tuning(fp8, p.n_tiles, p.kblocks, a.m, true, &splits);
+    if (tuning >= 30) {
+      plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, nt, -1, -1);
+      const bool fits = plan.splits == 1 || (have_fixup && static_cast<int64_t>(plan.floats) <= max_floats &&
+                                             plan.groups <= max_groups);
+      if (!fits) tuning = default_tuning(fp8, p.n_tiles, p.kblocks, a.m, false, &splits);  // documented fallback
     }
   }
   const bool persistent = tuning == 20 || tuning == 23;
@@ -688,6 +711,18 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12..16, 20, 23 or 30..35");
   }
   if (a.ksplit < 0) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit must be >= 0");
+  if (fixup) {
+    plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, nt, -1, -1);
+    if (plan.splits > 1 && !have_fixup) {
+      return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: a k-split variant (30..35) needs fixup_partials and fixup_counters");
+    }
+    if (have_fixup && ((reinterpret_cast<uintptr_t>(a.fixup_partials) | reinterpret_cast<uintptr_t>(a.fixup_counters)) & 3) != 0) {
+      return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: fixup buffers must be 4-byte aligned");
+    }
+    plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, nt, max_floats, max_groups);  // lowered to fit
+    p.fix_ws = static_cast<float*>(a.fixup_partials);
+    p.fix_count = static_cast<unsigned*>(a.fixup_counters);
+  }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
   if (persistent && a.ksplit > 1) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit needs a per-tile variant");
@@ -695,7 +730,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // Optional k split over several blocks per tile for the variants below 30 (LinearArgs::ksplit > 1, fp32 y only:
   // y is zeroed first and the blocks add atomically). Off by default: on the H200 sweep (bench/RESULTS.md) the memset and atomics cost more
   // than the partial wave they remove for most 27B shapes.
-  p.ksplit = 1;
+  p.ksplit = fixup ? plan.splits : 1;
   if (a.ksplit > 1 && !fixup) {
     if (!a.y_f32) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit > 1 needs fp32 y");
     p.ksplit = a.ksplit < p.kblocks ? a.ksplit : p.kblocks;
@@ -705,14 +740,13 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   auto go = [&](auto fp8_tag, auto nt_tag) {
     constexpr bool F = decltype(fp8_tag)::value;
     constexpr int NT = decltype(nt_tag)::value;
-    const int sp = splits;
     switch (tuning) {
-      case 30: return launch_fixup<F, NT, 1, 4, 4, 5>(p, sp, stream);
-      case 31: return launch_fixup<F, NT, 1, 2, 8, 4>(p, sp, stream);
-      case 32: return launch_fixup<F, NT, 1, 4, 8, 2>(p, sp, stream);
-      case 33: return launch_fixup<F, NT, 1, 8, 4, 4>(p, sp, stream);
-      case 34: return launch_fixup<F, NT, 2, 4, 8, 2>(p, sp, stream);
-      case 35: return launch_fixup<F, NT, 1, 4, 16, 1>(p, sp, stream);
+      case 30: return launch_fixup<F, NT, 1, 4, 4, 5>(p, stream);
+      case 31: return launch_fixup<F, NT, 1, 2, 8, 4>(p, stream);
+      case 32: return launch_fixup<F, NT, 1, 4, 8, 2>(p, stream);
+      case 33: return launch_fixup<F, NT, 1, 8, 4, 4>(p, stream);
+      case 34: return launch_fixup<F, NT, 2, 4, 8, 2>(p, stream);
+      case 35: return launch_fixup<F, NT, 1, 4, 16, 1>(p, stream);
       case 20: return launch_stream<F, NT, 4, 16, 1>(p, stream);
       case 23: return launch_stream<F, NT, 3, 8, 3>(p, stream);
       case 1: return launch<F, NT, 1, 4, 8, 2>(p, stream);
@@ -734,6 +768,18 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   }
   VS_CUDA_TRY(err);
   return KernelStatus::Ok();
+}
+
+LinearFixupBytes fixup_bytes(const PackedWeightView& w, int64_t m) {
+  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const int n_tiles = static_cast<int>(w.n / 16);
+  const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
+  int splits = 0;
+  const int tuning = default_tuning(fp8, n_tiles, kblocks, m, true, &splits);
+  if (tuning < 30) return {};
+  const FixupPlan plan = plan_fixup(tuning, splits, n_tiles, kblocks, m > 8 ? 2 : 1, -1, -1);
+  if (plan.splits == 1) return {};
+  return {plan.floats * sizeof(float), static_cast<size_t>(plan.groups) * sizeof(unsigned)};
 }
 
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream) {

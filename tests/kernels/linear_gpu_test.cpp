@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/linear/linear.h"
@@ -155,9 +156,28 @@ std::vector<int64_t> sample_rows(int64_t n, int64_t m, int64_t k, uint64_t seed)
 struct Context {
   cublasHandle_t cublas = nullptr;
   std::unique_ptr<DeviceBuffer> workspace;
+  // Serial-fixup k-split memory shared by every case (one stream, so sharing is allowed); counters zeroed once
+  // here and checked to be back at 0 after each case. use_fixup = false: launches get none.
+  std::unique_ptr<DeviceBuffer> fix_partials, fix_counters;
+  bool use_fixup = true;
   Context() {
     cublasCreate(&cublas);
     workspace = std::make_unique<DeviceBuffer>(size_t{512} << 20);  // 512 MiB: lm_head runs in chunks
+    fix_partials = std::make_unique<DeviceBuffer>(kFixupSweepPartialsBytes);
+    fix_counters = std::make_unique<DeviceBuffer>(kFixupSweepCountersBytes);
+    if (fix_counters->p != nullptr) cudaMemset(fix_counters->p, 0, fix_counters->bytes);
+  }
+  void give_fixup(LinearArgs& a) const {
+    if (!use_fixup) return;
+    a.fixup_partials = fix_partials->p;
+    a.fixup_partials_bytes = fix_partials->bytes;
+    a.fixup_counters = fix_counters->p;
+    a.fixup_counters_bytes = fix_counters->bytes;
+  }
+  size_t nonzero_counters() const {
+    std::vector<uint32_t> c(fix_counters->bytes / 4);
+    if (cudaMemcpy(c.data(), fix_counters->p, fix_counters->bytes, cudaMemcpyDeviceToHost) != cudaSuccess) return c.size();
+    return static_cast<size_t>(std::count_if(c.begin(), c.end(), [](uint32_t v) { return v != 0; }));
   }
   ~Context() {
     if (cublas != nullptr) cublasDestroy(cublas);
@@ -202,10 +222,12 @@ double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, 
   a.ksplit = ksplit;
   a.tuning = tuning;
   a.overlap = overlap;
+  ctx.give_fixup(a);
   const KernelStatus st = linear_forward(w.view(fam), a);
   INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
   REQUIRE(st.ok());
   CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(ctx.nonzero_counters() == 0);  // every k-split launch leaves its arrival counters at 0 (graph replays)
 
   std::vector<uint8_t> raw(ybytes + 2 * kGuard);
   CUDA_REQUIRE(cudaMemcpy(raw.data(), dy.p, raw.size(), cudaMemcpyDeviceToHost));
@@ -251,6 +273,7 @@ void sweep(const TestWeight& w, int cc, uint64_t seed, const std::vector<int64_t
   Context ctx;
   REQUIRE(ctx.cublas != nullptr);
   REQUIRE(ctx.workspace->p != nullptr);
+  REQUIRE((ctx.fix_partials->p != nullptr && ctx.fix_counters->p != nullptr));
   for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
     if (fam == KernelFamily::kSm80 && cc < 80) continue;
     for (int64_t m : ms) run_case(ctx, w, fam, m, true, seed + static_cast<uint64_t>(m) * 31 + static_cast<uint64_t>(fam));
@@ -412,6 +435,7 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
       b.x = dy1.p;
       b.y = dy2.p;
       b.tuning = tuning_b;
+      ctx.give_fixup(b);  // v31 splits k: its partials and counters are written between A and A'
       REQUIRE(linear_forward(wb->view(KernelFamily::kSm80), b).ok());
       a.x = dx1.p;
       REQUIRE(linear_forward(wa->view(KernelFamily::kSm80), a).ok());
@@ -434,8 +458,125 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
                   err <= 5e-4 && nan == 0 ? "ok" : "FAIL");
       CHECK(nan == 0);
       CHECK(err <= 5e-4);
+      CHECK(ctx.nonzero_counters() == 0);
     }
   }
+}
+
+// The fixup memory is the caller's: linear_fixup_bytes sizes it for the default pick, the kernels stay inside it
+// and reset the counters; without it the default falls back to an unsplit variant and an explicit k-split variant
+// is refused.
+TEST_CASE("linear gpu sm80 k-split fixup memory is caller-owned", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  if (cc < 80) SKIP("sm80 family needs sm_80+");
+  Context ctx;
+  REQUIRE((ctx.fix_partials->p != nullptr && ctx.fix_counters->p != nullptr));
+  // Default picks that split k (FP8 M <= 8 below 256 tiles; NVFP4 M > 8 mlp.down-like) and one that does not.
+  auto kv = make_weight(WeightCodec::kFp8, 1024, 5120, true, 1201);
+  auto down = make_weight(WeightCodec::kNvfp4, 5120, 17408, false, 1202);
+  auto qkv = make_weight(WeightCodec::kNvfp4, 10240, 5120, false, 1203);
+  const LinearFixupBytes need_kv = linear_fixup_bytes(kv->view(KernelFamily::kSm80), 1);
+  const LinearFixupBytes need_down = linear_fixup_bytes(down->view(KernelFamily::kSm80), 16);
+  CHECK(need_kv.partials > 0);
+  CHECK(need_kv.counters > 0);
+  CHECK(need_down.partials > 0);
+  CHECK(need_down.counters > 0);
+  CHECK(linear_fixup_bytes(qkv->view(KernelFamily::kSm80), 1).partials == 0);
+  CHECK(linear_fixup_bytes(kv->view(KernelFamily::kSm70), 1).partials == 0);  // sm70 never splits
+  CHECK(linear_fixup_bytes(kv->view(KernelFamily::kSm80), 17).partials == 0);  // M >= 17: dequant + GEMM
+  CHECK(need_kv.partials <= kFixupSweepPartialsBytes);
+  CHECK(need_down.partials <= kFixupSweepPartialsBytes);
+
+  // Without fixup memory: the default falls back (still correct), the counters stay untouched.
+  ctx.use_fixup = false;
+  for (int64_t m : {1, 8}) run_case(ctx, *kv, KernelFamily::kSm80, m, true, 1210 + static_cast<uint64_t>(m));
+  for (int64_t m : {9, 16}) run_case(ctx, *down, KernelFamily::kSm80, m, false, 1220 + static_cast<uint64_t>(m));
+  ctx.use_fixup = true;
+
+  // Exactly linear_fixup_bytes, followed by guard bytes: the default split stays inside it (twice, so the
+  // second launch relies on the first having reset the counters) and leaves the counters at 0.
+  for (int rep = 0; rep < 2; ++rep) {
+    for (const auto& [wt, m, need] : {std::tuple{kv.get(), int64_t{1}, need_kv}, std::tuple{down.get(), int64_t{16}, need_down}}) {
+      DeviceBuffer part(need.partials + kGuard), cnt(need.counters + kGuard);
+      REQUIRE((part.p != nullptr && cnt.p != nullptr));
+      CUDA_REQUIRE(cudaMemset(part.p, kGuardByte, part.bytes));
+      CUDA_REQUIRE(cudaMemset(cnt.p, 0, need.counters));
+      CUDA_REQUIRE(cudaMemset(static_cast<char*>(cnt.p) + need.counters, kGuardByte, kGuard));
+      SplitMix rng(1230 + static_cast<uint64_t>(m + rep));
+      std::vector<uint16_t> xh(static_cast<size_t>(m * wt->k));
+      std::vector<float> xf(xh.size());
+      voltserve::test::fill_activations(xh, xf, rng);
+      DeviceBuffer dx(xh.size() * 2), dy(static_cast<size_t>(m * wt->n) * 4);
+      REQUIRE((dx.p != nullptr && dy.p != nullptr));
+      CUDA_REQUIRE(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+      LinearArgs a;
+      a.x = dx.p;
+      a.m = m;
+      a.y = dy.p;
+      a.fixup_partials = part.p;
+      a.fixup_partials_bytes = need.partials;
+      a.fixup_counters = cnt.p;
+      a.fixup_counters_bytes = need.counters;
+      for (int launch = 0; launch < 2; ++launch) REQUIRE(linear_forward(wt->view(KernelFamily::kSm80), a).ok());
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      std::vector<uint8_t> ph(part.bytes), ch(cnt.bytes);
+      CUDA_REQUIRE(cudaMemcpy(ph.data(), part.p, ph.size(), cudaMemcpyDeviceToHost));
+      CUDA_REQUIRE(cudaMemcpy(ch.data(), cnt.p, ch.size(), cudaMemcpyDeviceToHost));
+      bool guards_ok = true, counters_zero = true, partials_written = false;
+      for (size_t i = 0; i < kGuard; ++i) {
+        guards_ok &= ph[need.partials + i] == kGuardByte && ch[need.counters + i] == kGuardByte;
+      }
+      for (size_t i = 0; i < need.counters; ++i) counters_zero &= ch[i] == 0;
+      for (size_t i = 0; i < need.partials; ++i) partials_written |= ph[i] != kGuardByte;
+      CHECK(guards_ok);
+      CHECK(counters_zero);
+      CHECK(partials_written);  // the split really ran through the caller's buffer
+      std::vector<float> y(static_cast<size_t>(m * wt->n));
+      CUDA_REQUIRE(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
+      const std::vector<int64_t> rows = sample_rows(wt->n, m, wt->k, 1240);
+      std::vector<float> ref(static_cast<size_t>(m) * rows.size());
+      linear_ref_rows(wt->host(), rows, xf.data(), m, ref.data());
+      double num = 0.0, den = 0.0;
+      for (int64_t i = 0; i < m; ++i) {
+        for (size_t j = 0; j < rows.size(); ++j) {
+          const double b = ref[i * rows.size() + j];
+          const double d = static_cast<double>(y[i * wt->n + rows[j]]) - b;
+          num += d * d;
+          den += b * b;
+        }
+      }
+      const double err = den > 0 ? num / den : num;
+      std::printf("linear fixup exact-size %s m=%lld partials=%zu counters=%zu err=%.3e %s\n", codec_name(wt->codec),
+                  static_cast<long long>(m), need.partials, need.counters, err,
+                  err <= 5e-4 && guards_ok && counters_zero && partials_written ? "ok" : "FAIL");
+      CHECK(err <= 5e-4);
+    }
+  }
+
+  // An explicit k-split variant without memory is refused; one that does not split (ksplit 1) needs none.
+  DeviceBuffer dx(16 * 5120 * 2), dy(16 * 1024 * 4);
+  REQUIRE((dx.p != nullptr && dy.p != nullptr));
+  LinearArgs a;
+  a.x = dx.p;
+  a.m = 1;
+  a.y = dy.p;
+  a.tuning = 30;
+  a.ksplit = 8;
+  CHECK(linear_forward(kv->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+  a.tuning = 31;
+  a.ksplit = 0;
+  CHECK(linear_forward(kv->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+  a.tuning = 30;
+  a.ksplit = 1;
+  CHECK(linear_forward(kv->view(KernelFamily::kSm80), a).ok());
+  a.ksplit = 8;
+  a.fixup_partials = ctx.fix_partials->p;
+  a.fixup_partials_bytes = ctx.fix_partials->bytes;
+  a.fixup_counters = static_cast<char*>(ctx.fix_counters->p) + 2;  // misaligned counters
+  a.fixup_counters_bytes = 1024;
+  CHECK(linear_forward(kv->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(ctx.nonzero_counters() == 0);
 }
 
 TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
