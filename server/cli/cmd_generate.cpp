@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -17,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "model/qwen35_runner.h"
 #include "sampling/sampler.h"
@@ -47,35 +47,9 @@ struct GenerateArgs {
   int32_t threads = 0;
 };
 
-[[noreturn]] void fail(const std::string& message, int code) {
-  std::cerr << "voltserve generate: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
+[[noreturn]] void fail(const std::string& message, int code) { cli::fail("generate", message, code); }
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string cur;
-  auto flush = [&] {
-    if (cur.empty()) return;
-    int32_t v = 0;
-    const auto [ptr, ec] = std::from_chars(cur.data(), cur.data() + cur.size(), v);
-    if (ec != std::errc() || ptr != cur.data() + cur.size() || v < 0) {
-      fail("bad --ids: '" + cur + "' is not a token id (a non-negative integer)", 2);
-    }
-    ids.push_back(v);
-    cur.clear();
-  };
-  for (char c : text) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']') {
-      flush();
-    } else {
-      cur.push_back(c);
-    }
-  }
-  flush();
-  if (ids.empty()) fail("--ids is empty: give at least one token id, e.g. --ids 1,2,3", 2);
-  return ids;
-}
+std::vector<int32_t> parse_ids(const std::string& text) { return cli::parse_token_ids("generate", text); }
 
 std::string render_chat(const Tokenizer& tok, const std::string& prompt) {
 #ifdef VOLTSERVE_HAVE_CHAT_PROMPT

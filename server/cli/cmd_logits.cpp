@@ -3,7 +3,6 @@
 // Tested by tests/golden/cli_model_test.cpp against the transformers reference of the fixtures.
 #include <CLI/CLI.hpp>
 
-#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "model/qwen35_runner.h"
 
@@ -25,36 +25,9 @@ struct LogitsArgs {
   int32_t threads = 0;
 };
 
-[[noreturn]] void fail(const std::string& message, int code) {
-  std::cerr << "voltserve logits: " << message << "\n";
-  throw CLI::RuntimeError(code);
-}
+[[noreturn]] void fail(const std::string& message, int code) { cli::fail("logits", message, code); }
 
-// "1,2,3" (commas and/or spaces, optional [ ]) -> ids; every entry must be a non-negative integer.
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::string cur;
-  auto flush = [&] {
-    if (cur.empty()) return;
-    int32_t v = 0;
-    const auto [ptr, ec] = std::from_chars(cur.data(), cur.data() + cur.size(), v);
-    if (ec != std::errc() || ptr != cur.data() + cur.size() || v < 0) {
-      fail("bad --ids: '" + cur + "' is not a token id (a non-negative integer)", 2);
-    }
-    ids.push_back(v);
-    cur.clear();
-  };
-  for (char c : text) {
-    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']') {
-      flush();
-    } else {
-      cur.push_back(c);
-    }
-  }
-  flush();
-  if (ids.empty()) fail("--ids is empty: give at least one token id, e.g. --ids 1,2,3", 2);
-  return ids;
-}
+std::vector<int32_t> parse_ids(const std::string& text) { return cli::parse_token_ids("logits", text); }
 
 void run_logits(const LogitsArgs& a) {
   const std::vector<int32_t> ids = parse_ids(a.ids);

@@ -1,0 +1,41 @@
+// Helpers shared by the CLI sub-commands (tested through tests/golden/cli_model_test.cpp).
+#include "cli/cli_common.h"
+
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <iostream>
+
+namespace voltserve::cli {
+
+void fail(std::string_view command, const std::string& message, int exit_code) {
+  std::cerr << "voltserve " << command << ": " << message << "\n";
+  throw CLI::RuntimeError(exit_code);
+}
+
+std::vector<int32_t> parse_token_ids(std::string_view command, const std::string& text) {
+  std::vector<int32_t> ids;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    int32_t v = 0;
+    const auto [ptr, ec] = std::from_chars(cur.data(), cur.data() + cur.size(), v);
+    if (ec != std::errc() || ptr != cur.data() + cur.size() || v < 0) {
+      fail(command, "bad --ids: '" + cur + "' is not a token id (a non-negative integer)", 2);
+    }
+    ids.push_back(v);
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '[' || c == ']') {
+      flush();
+    } else {
+      cur.push_back(c);
+    }
+  }
+  flush();
+  if (ids.empty()) fail(command, "--ids is empty: give at least one token id, e.g. --ids 1,2,3", 2);
+  return ids;
+}
+
+}  // namespace voltserve::cli
