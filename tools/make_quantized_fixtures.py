@@ -37,9 +37,9 @@ from safetensors.torch import save_file
 
 import transformers
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-N_GREEDY = 24
-MIN_GREEDY_MARGIN = 2e-2
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The reference computation is the one the BF16 fixtures use.
+from make_fixtures import N_GREEDY, MIN_GREEDY_MARGIN, REPO, check_positions, full_logits, greedy  # noqa: E402
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
@@ -118,23 +118,6 @@ def linear_modules(cfg):
     return out
 
 
-def full_logits(model, ids):
-    with torch.no_grad():
-        return model(input_ids=torch.tensor([ids]), use_cache=False).logits[0].float()
-
-
-def greedy(model, ids, n):
-    seq, new, margins = list(ids), [], []
-    for _ in range(n):
-        last = full_logits(model, seq)[-1]
-        top2 = torch.topk(last, 2).values
-        margins.append(float(top2[0] - top2[1]))
-        tok = int(torch.argmax(last))
-        new.append(tok)
-        seq.append(tok)
-    return new, min(margins)
-
-
 def reference_entries(model, prompts):
     entries = []
     for ids, positions in prompts:
@@ -144,11 +127,6 @@ def reference_entries(model, prompts):
                             logits=[[float("%.7g" % x) for x in logits[p].tolist()] for p in positions],
                             greedy=cont, greedy_min_margin=margin))
     return entries
-
-
-def check_positions(n):
-    pos = sorted({0, 1, 2, min(6, n - 1), min(63, n - 1), min(64, n - 1), min(65, n - 1), n - 4, n - 3, n - 2, n - 1})
-    return [p for p in pos if 0 <= p < n]
 
 
 # ---------------------------------------------------------------- variants
