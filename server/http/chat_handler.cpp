@@ -2,12 +2,10 @@
 // deltas and/or tool-call deltas, one finish chunk; then an optional usage chunk and `data: [DONE]`.
 #include "http/chat_handler.h"
 
-#include <fmt/format.h>
-
 #include "chat/chat_prompt.h"
 #include "http/chat_pipeline.h"
 #include "http/generation.h"
-#include "http/server_log.h"
+#include "http/generation_session.h"
 #include "http/stream_support.h"
 #include "openai/api_error.h"
 #include "openai/chat_request.h"
@@ -22,7 +20,6 @@ namespace {
 using openai::ApiError;
 using openai::ErrorCode;
 using openai::Json;
-using Clock = std::chrono::steady_clock;
 
 struct PreparedChat {
   std::vector<int32_t> prompt_ids;
@@ -96,81 +93,21 @@ const char* finish_name(FinishReason r) {
   }
 }
 
-class ChatSession final : public StreamSession {
+class ChatSession final : public GenerationSession {
  public:
   ChatSession(ServerContext& ctx, std::shared_ptr<AccessRecord> record, openai::ChatRequest request,
               PreparedChat prepared, std::unique_ptr<Generation> generation)
-      : ctx_(ctx),
-        active_(ctx),
-        record_(std::move(record)),
+      : GenerationSession(ctx, std::move(record), std::move(generation), "chatcmpl-", request.options.model,
+                          request.options.include_usage),
         request_(std::move(request)),
-        n_prompt_(static_cast<int64_t>(prepared.prompt_ids.size())),
-        generation_(std::move(generation)),
-        deadline_(request_deadline(ctx, record_->start())) {
-    meta_ = {openai::random_id("chatcmpl-", 32), std::chrono::duration_cast<std::chrono::seconds>(
-                                                     std::chrono::system_clock::now().time_since_epoch()).count(),
-             request_.options.model, ctx.system_fingerprint};
+        n_prompt_(static_cast<int64_t>(prepared.prompt_ids.size())) {
     for (int i = 0; i < request_.options.n; ++i) {
       choices_.push_back(Choice{std::make_unique<ChatPipeline>(*ctx.tokenizer, prepared.pipeline)});
     }
   }
 
-  ~ChatSession() override { generation_->cancel_all(); }
-
-  // --- streaming ---
-  std::string step(bool& done) override {
-    std::string out;
-    if (!started_) {
-      started_ = true;
-      for (int i = 0; i < request_.options.n; ++i) {
-        out += openai::sse_data(openai::chat_chunk(meta_, i, {{"role", "assistant"}, {"content", ""}}, nullptr));
-      }
-      return out;
-    }
-    if (!all_finished() && !error_) {
-      std::optional<ChoiceEvent> ev = generation_->next(next_wait(ctx_, deadline_));
-      if (ev) {
-        handle(*ev, &out);
-      } else if (Clock::now() >= deadline_) {
-        timeout();
-      } else {
-        return openai::sse_comment("keep-alive");
-      }
-    }
-    if (error_) {
-      out += openai::sse_data(openai::error_body(*error_));
-      out += openai::sse_done();
-      done = true;
-      finalize_record(error_->http_status());
-      return out;
-    }
-    if (all_finished()) {
-      if (request_.options.include_usage) out += openai::sse_data(openai::chat_usage_chunk(meta_, usage()));
-      out += openai::sse_done();
-      done = true;
-      finalize_record(200);
-    }
-    return out;
-  }
-
-  void disconnected() override {
-    if (record_written_) return;
-    generation_->cancel_all();
-    ctx_.metrics.count_disconnect();
-    finalize_record(499);  // nginx's "client closed request"
-  }
-
-  // --- non-streaming ---
   Json run_to_completion() {
-    while (!all_finished() && !error_) {
-      std::optional<ChoiceEvent> ev = generation_->next(next_wait(ctx_, deadline_));
-      if (ev) {
-        handle(*ev, nullptr);
-      } else if (Clock::now() >= deadline_) {
-        timeout();
-      }
-    }
-    if (error_) throw *error_;
+    run_until_finished();
     Json choices = Json::array();
     for (int i = 0; i < request_.options.n; ++i) {
       Choice& c = choices_[i];
@@ -208,14 +145,23 @@ class ChatSession final : public StreamSession {
     Json logprobs = Json::array();
   };
 
-  bool all_finished() const {
+  // The first delta of every choice carries the role (OPENAI.md §1.4).
+  std::string opening() override {
+    std::string out;
+    for (int i = 0; i < request_.options.n; ++i) {
+      out += openai::sse_data(openai::chat_chunk(meta_, i, {{"role", "assistant"}, {"content", ""}}, nullptr));
+    }
+    return out;
+  }
+
+  bool all_finished() const override {
     for (const Choice& c : choices_) {
       if (!c.finished) return false;
     }
     return true;
   }
 
-  openai::Usage usage() const {
+  openai::Usage usage() const override {
     openai::Usage u;
     u.prompt_tokens = n_prompt_;
     u.completion_tokens = 0;
@@ -227,25 +173,15 @@ class ChatSession final : public StreamSession {
     return u;
   }
 
-  void finalize_record(int status) {
-    if (record_written_) return;
-    record_written_ = true;
-    record_->set_status(status);
-    openai::Usage u = usage();
-    record_->set_tokens(u.prompt_tokens, u.completion_tokens);
+  std::string usage_chunk() const override { return openai::sse_data(openai::chat_usage_chunk(meta_, usage())); }
+
+  std::string finish_reasons() const override {
     std::string reasons;
     for (const Choice& c : choices_) {
       if (!reasons.empty()) reasons += ",";
       reasons += c.finish_reason ? c.finish_reason : (error_ ? "error" : "-");
     }
-    record_->set_finish_reason(reasons);
-    record_->write();
-  }
-
-  void timeout() {
-    generation_->cancel_all();
-    error_ = ApiError(ErrorCode::kTimeout,
-                      fmt::format("the request did not finish within {} s (--request-timeout)", ctx_.options.request_timeout_s));
+    return reasons;
   }
 
   Json logprob_entries(const Event& e) const {
@@ -295,19 +231,13 @@ class ChatSession final : public StreamSession {
     if (sse) *sse += openai::sse_data(openai::chat_chunk(meta_, index, Json::object(), reason));
   }
 
-  void handle(ChoiceEvent& ev, std::string* sse) {
+  void handle(ChoiceEvent& ev, std::string* sse) override {
     if (ev.choice < 0 || ev.choice >= static_cast<int>(choices_.size())) return;
     Choice& c = choices_[ev.choice];
     if (c.finished) return;  // e.g. the cancelled tail after a stop string
     const Event& e = ev.event;
     if (!e.token_ids.empty()) {
-      Clock::time_point now = Clock::now();
-      record_->set_first_token(now);
-      if (last_token_ != Clock::time_point{}) {
-        double per_token = std::chrono::duration<double>(now - last_token_).count() / e.token_ids.size();
-        for (size_t k = 0; k < e.token_ids.size(); ++k) ctx_.metrics.observe_inter_token(per_token);
-      }
-      last_token_ = now;
+      observe_tokens(e.token_ids.size());
       ChatDelta d = c.pipeline->push(e.token_ids);
       Json lp = nullptr;
       if (request_.options.logprobs) {
@@ -326,30 +256,13 @@ class ChatSession final : public StreamSession {
     }
     if (!e.finished) return;
     generation_->mark_finished(ev.choice);
-    if (e.finish_reason == FinishReason::kError || e.finish_reason == FinishReason::kCancelled ||
-        !finish_name(e.finish_reason)) {
-      Status s = e.error.is_ok() ? internal_error("the engine ended the request early") : e.error;
-      error_ = openai::api_error_from_status(s);
-      server_log().error("req={} engine error: {}", record_->id(), s.to_string());
-      generation_->cancel_all();
-      return;
-    }
+    if (failed_in_engine(e)) return;
     finish_choice(ev.choice, finish_name(e.finish_reason), sse);
   }
 
-  ServerContext& ctx_;
-  ActiveRequest active_;
-  std::shared_ptr<AccessRecord> record_;
   openai::ChatRequest request_;
   int64_t n_prompt_;
-  std::unique_ptr<Generation> generation_;
-  Clock::time_point deadline_;
-  openai::ResponseMeta meta_;
   std::vector<Choice> choices_;
-  bool started_ = false;
-  bool record_written_ = false;
-  std::optional<ApiError> error_;
-  Clock::time_point last_token_{};
 };
 
 }  // namespace

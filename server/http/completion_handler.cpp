@@ -3,10 +3,8 @@
 
 #include <algorithm>
 
-#include <fmt/format.h>
-
 #include "http/generation.h"
-#include "http/server_log.h"
+#include "http/generation_session.h"
 #include "http/stream_support.h"
 #include "openai/api_error.h"
 #include "openai/completion_request.h"
@@ -22,70 +20,22 @@ namespace {
 using openai::ApiError;
 using openai::ErrorCode;
 using openai::Json;
-using Clock = std::chrono::steady_clock;
 
-class CompletionSession final : public StreamSession {
+class CompletionSession final : public GenerationSession {
  public:
   CompletionSession(ServerContext& ctx, std::shared_ptr<AccessRecord> record, openai::CompletionRequest request,
                     std::vector<int64_t> n_prompt, std::unique_ptr<Generation> generation)
-      : ctx_(ctx),
-        active_(ctx),
-        record_(std::move(record)),
+      : GenerationSession(ctx, std::move(record), std::move(generation), "cmpl-", request.options.model,
+                          request.options.include_usage),
         request_(std::move(request)),
-        n_prompt_(std::move(n_prompt)),
-        generation_(std::move(generation)),
-        deadline_(request_deadline(ctx, record_->start())) {
-    meta_ = {openai::random_id("cmpl-", 32), std::chrono::duration_cast<std::chrono::seconds>(
-                                                 std::chrono::system_clock::now().time_since_epoch()).count(),
-             request_.options.model, ctx.system_fingerprint};
+        n_prompt_(std::move(n_prompt)) {
     for (size_t i = 0; i < n_prompt_.size() * static_cast<size_t>(request_.options.n); ++i) {
       choices_.push_back(std::make_unique<Choice>(*ctx.tokenizer, request_.options));
     }
   }
-  ~CompletionSession() override { generation_->cancel_all(); }
-
-  std::string step(bool& done) override {
-    std::string out;
-    if (!all_finished() && !error_) {
-      std::optional<ChoiceEvent> ev = generation_->next(next_wait(ctx_, deadline_));
-      if (ev) {
-        handle(*ev, &out);
-      } else if (Clock::now() >= deadline_) {
-        timeout();
-      } else {
-        return openai::sse_comment("keep-alive");
-      }
-    }
-    if (error_) {
-      out += openai::sse_data(openai::error_body(*error_)) + openai::sse_done();
-      done = true;
-      finalize_record(error_->http_status());
-    } else if (all_finished()) {
-      if (request_.options.include_usage) out += openai::sse_data(openai::completion_usage_chunk(meta_, usage()));
-      out += openai::sse_done();
-      done = true;
-      finalize_record(200);
-    }
-    return out;
-  }
-
-  void disconnected() override {
-    if (record_written_) return;
-    generation_->cancel_all();
-    ctx_.metrics.count_disconnect();
-    finalize_record(499);
-  }
 
   Json run_to_completion() {
-    while (!all_finished() && !error_) {
-      std::optional<ChoiceEvent> ev = generation_->next(next_wait(ctx_, deadline_));
-      if (ev) {
-        handle(*ev, nullptr);
-      } else if (Clock::now() >= deadline_) {
-        timeout();
-      }
-    }
-    if (error_) throw *error_;
+    run_until_finished();
     Json choices = Json::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
       Choice& c = *choices_[i];
@@ -112,34 +62,26 @@ class CompletionSession final : public StreamSession {
     Json logprobs;
   };
 
-  bool all_finished() const {
+  bool all_finished() const override {
     for (const auto& c : choices_) {
       if (!c->finished) return false;
     }
     return true;
   }
 
-  openai::Usage usage() const {
+  openai::Usage usage() const override {
     openai::Usage u;
     for (int64_t n : n_prompt_) u.prompt_tokens += n;
     for (const auto& c : choices_) u.completion_tokens += c->n_tokens;
     return u;
   }
 
-  void finalize_record(int status) {
-    if (record_written_) return;
-    record_written_ = true;
-    record_->set_status(status);
-    openai::Usage u = usage();
-    record_->set_tokens(u.prompt_tokens, u.completion_tokens);
-    record_->set_finish_reason(choices_.empty() || !choices_[0]->finish_reason ? "-" : choices_[0]->finish_reason);
-    record_->write();
+  std::string usage_chunk() const override {
+    return openai::sse_data(openai::completion_usage_chunk(meta_, usage()));
   }
 
-  void timeout() {
-    generation_->cancel_all();
-    error_ = ApiError(ErrorCode::kTimeout,
-                      fmt::format("the request did not finish within {} s (--request-timeout)", ctx_.options.request_timeout_s));
+  std::string finish_reasons() const override {
+    return choices_.empty() || !choices_[0]->finish_reason ? "-" : choices_[0]->finish_reason;
   }
 
   void emit(int index, const std::string& text, Json logprobs, const char* finish, std::string* sse) {
@@ -158,19 +100,13 @@ class CompletionSession final : public StreamSession {
     emit(index, tail, nullptr, reason, sse);
   }
 
-  void handle(ChoiceEvent& ev, std::string* sse) {
+  void handle(ChoiceEvent& ev, std::string* sse) override {
     if (ev.choice < 0 || ev.choice >= static_cast<int>(choices_.size())) return;
     Choice& c = *choices_[ev.choice];
     if (c.finished) return;
     const Event& e = ev.event;
     if (!e.token_ids.empty()) {
-      Clock::time_point now = Clock::now();
-      record_->set_first_token(now);
-      if (last_token_ != Clock::time_point{}) {
-        double per_token = std::chrono::duration<double>(now - last_token_).count() / e.token_ids.size();
-        for (size_t k = 0; k < e.token_ids.size(); ++k) ctx_.metrics.observe_inter_token(per_token);
-      }
-      last_token_ = now;
+      observe_tokens(e.token_ids.size());
       std::string text;
       Json lp = nullptr;
       if (request_.options.logprobs) {
@@ -203,28 +139,13 @@ class CompletionSession final : public StreamSession {
     }
     if (!e.finished) return;
     generation_->mark_finished(ev.choice);
-    if (e.finish_reason != FinishReason::kStop && e.finish_reason != FinishReason::kLength) {
-      Status s = e.error.is_ok() ? internal_error("the engine ended the request early") : e.error;
-      error_ = openai::api_error_from_status(s);
-      server_log().error("req={} engine error: {}", record_->id(), s.to_string());
-      generation_->cancel_all();
-      return;
-    }
+    if (failed_in_engine(e)) return;
     finish_choice(ev.choice, e.finish_reason == FinishReason::kStop ? "stop" : "length", sse);
   }
 
-  ServerContext& ctx_;
-  ActiveRequest active_;
-  std::shared_ptr<AccessRecord> record_;
   openai::CompletionRequest request_;
   std::vector<int64_t> n_prompt_;
-  std::unique_ptr<Generation> generation_;
-  Clock::time_point deadline_;
-  openai::ResponseMeta meta_;
   std::vector<std::unique_ptr<Choice>> choices_;
-  bool record_written_ = false;
-  std::optional<ApiError> error_;
-  Clock::time_point last_token_{};
 };
 
 }  // namespace

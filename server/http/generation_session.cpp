@@ -1,0 +1,111 @@
+// See generation_session.h.
+#include "http/generation_session.h"
+
+#include <fmt/format.h>
+
+#include "http/server_log.h"
+#include "openai/ids.h"
+#include "openai/sse.h"
+
+namespace voltserve::http {
+
+GenerationSession::GenerationSession(ServerContext& ctx, std::shared_ptr<AccessRecord> record,
+                                     std::unique_ptr<Generation> generation, const std::string& id_prefix,
+                                     const std::string& model, bool include_usage)
+    : ctx_(ctx),
+      record_(std::move(record)),
+      generation_(std::move(generation)),
+      active_(ctx),
+      deadline_(request_deadline(ctx, record_->start())),
+      include_usage_(include_usage) {
+  meta_ = {openai::random_id(id_prefix, 32),
+           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+               .count(),
+           model, ctx.system_fingerprint};
+}
+
+void GenerationSession::wait_for_event(std::string* sse, bool& idle) {
+  idle = false;
+  std::optional<ChoiceEvent> ev = generation_->next(next_wait(ctx_, deadline_));
+  if (ev) {
+    handle(*ev, sse);
+  } else if (Clock::now() >= deadline_) {
+    generation_->cancel_all();
+    error_ = openai::ApiError(openai::ErrorCode::kTimeout,
+                              fmt::format("the request did not finish within {} s (--request-timeout)",
+                                          ctx_.options.request_timeout_s));
+  } else {
+    idle = true;
+  }
+}
+
+std::string GenerationSession::step(bool& done) {
+  if (!opened_) {
+    opened_ = true;
+    std::string first = opening();
+    if (!first.empty()) return first;
+  }
+  std::string out;
+  if (!all_finished() && !error_) {
+    bool idle = false;
+    wait_for_event(&out, idle);
+    if (idle) return openai::sse_comment("keep-alive");
+  }
+  if (error_) {
+    out += openai::sse_data(openai::error_body(*error_)) + openai::sse_done();
+    done = true;
+    finalize_record(error_->http_status());
+  } else if (all_finished()) {
+    if (include_usage_) out += usage_chunk();
+    out += openai::sse_done();
+    done = true;
+    finalize_record(200);
+  }
+  return out;
+}
+
+void GenerationSession::disconnected() {
+  if (record_written_) return;
+  generation_->cancel_all();
+  ctx_.metrics.count_disconnect();
+  finalize_record(499);  // nginx's "client closed request"
+}
+
+void GenerationSession::run_until_finished() {
+  while (!all_finished() && !error_) {
+    bool idle = false;
+    wait_for_event(nullptr, idle);
+  }
+  if (error_) throw *error_;
+}
+
+void GenerationSession::finalize_record(int status) {
+  if (record_written_) return;
+  record_written_ = true;
+  record_->set_status(status);
+  openai::Usage u = usage();
+  record_->set_tokens(u.prompt_tokens, u.completion_tokens);
+  record_->set_finish_reason(finish_reasons());
+  record_->write();
+}
+
+void GenerationSession::observe_tokens(size_t n) {
+  Clock::time_point now = Clock::now();
+  record_->set_first_token(now);
+  if (last_token_ != Clock::time_point{}) {
+    double per_token = std::chrono::duration<double>(now - last_token_).count() / static_cast<double>(n);
+    for (size_t k = 0; k < n; ++k) ctx_.metrics.observe_inter_token(per_token);
+  }
+  last_token_ = now;
+}
+
+bool GenerationSession::failed_in_engine(const Event& e) {
+  if (e.finish_reason == FinishReason::kStop || e.finish_reason == FinishReason::kLength) return false;
+  Status s = e.error.is_ok() ? internal_error("the engine ended the request early") : e.error;
+  error_ = openai::api_error_from_status(s);
+  server_log().error("req={} engine error: {}", record_->id(), s.to_string());
+  generation_->cancel_all();
+  return true;
+}
+
+}  // namespace voltserve::http

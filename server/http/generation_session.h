@@ -1,0 +1,69 @@
+// The life cycle shared by the chat and completion routes: wait for engine events (keep-alives while waiting,
+// a timeout at --request-timeout), turn them into SSE text or one JSON body through the route's hooks, end with
+// an error event or the usage chunk and [DONE], cancel on disconnect, and write the access-log record once.
+// Tested through tests/server/http_server_test.cpp and the e2e suites.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "http/access_log.h"
+#include "http/generation.h"
+#include "http/server_context.h"
+#include "http/stream_support.h"
+#include "openai/api_error.h"
+#include "openai/responses.h"
+
+namespace voltserve::http {
+
+class GenerationSession : public StreamSession {
+ public:
+  ~GenerationSession() override { generation_->cancel_all(); }
+
+  std::string step(bool& done) final;
+  void disconnected() final;
+
+ protected:
+  using Clock = std::chrono::steady_clock;
+
+  // `id_prefix`: "chatcmpl-" or "cmpl-"; `include_usage`: stream_options.include_usage.
+  GenerationSession(ServerContext& ctx, std::shared_ptr<AccessRecord> record, std::unique_ptr<Generation> generation,
+                    const std::string& id_prefix, const std::string& model, bool include_usage);
+
+  // Route hooks. `sse` is null when answering with one JSON body.
+  virtual void handle(ChoiceEvent& ev, std::string* sse) = 0;
+  virtual bool all_finished() const = 0;
+  virtual openai::Usage usage() const = 0;
+  virtual std::string usage_chunk() const = 0;       // the SSE data line of the final usage chunk
+  virtual std::string finish_reasons() const = 0;    // for the access log
+  virtual std::string opening() { return ""; }       // SSE text sent once before any event (chat: role chunks)
+
+  // Waits until every choice finished; throws the ApiError if the request failed (non-streaming answers).
+  void run_until_finished();
+  // Writes the access-log record (once; later calls do nothing).
+  void finalize_record(int status);
+  // Records the arrival of `n` tokens: first-token time and inter-token latency metrics.
+  void observe_tokens(size_t n);
+  // True (and the request is failed with the engine's error) when a final event is neither stop nor length.
+  bool failed_in_engine(const Event& e);
+
+  ServerContext& ctx_;
+  std::shared_ptr<AccessRecord> record_;
+  std::unique_ptr<Generation> generation_;
+  openai::ResponseMeta meta_;
+  std::optional<openai::ApiError> error_;
+
+ private:
+  void wait_for_event(std::string* sse, bool& idle);
+
+  ActiveRequest active_;
+  Clock::time_point deadline_;
+  bool include_usage_;
+  bool opened_ = false;
+  bool record_written_ = false;
+  Clock::time_point last_token_{};
+};
+
+}  // namespace voltserve::http
