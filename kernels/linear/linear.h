@@ -81,9 +81,9 @@ struct LinearFixupBytes {
   size_t counters = 0;
 };
 LinearFixupBytes linear_fixup_bytes(const PackedWeightView& w, int64_t m);
-// What the tests and the benchmark sweep give every launch (8 MB: 6144 rows x 16 tokens x 16 splits; 8192 groups).
-inline constexpr size_t kFixupSweepPartialsBytes = size_t{8} << 20;
-inline constexpr size_t kFixupSweepCountersBytes = 8192 * 4;
+// What the tests and the benchmark sweep give every launch (16 MB; 16384 counters: one per lm_head tile).
+inline constexpr size_t kFixupSweepPartialsBytes = size_t{16} << 20;
+inline constexpr size_t kFixupSweepCountersBytes = 16384 * 4;
 
 inline constexpr int64_t kMaxDecodeRows = 16;
 

@@ -360,13 +360,21 @@ TEST_CASE("linear gpu sm80 every decode variant (per-tile and persistent schedul
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
-      for (int tuning : {1, 5, 6, 7, 14, 15, 16, 20, 23, 30, 31, 32, 33, 34, 35}) {
+      for (int tuning : {1, 5, 6, 7, 14, 15, 16, 20, 23, 30, 31, 32, 33, 34, 35, 40, 41, 42, 43, 44, 45}) {
         for (int64_t m : {1, 8, 9, 16}) {
           run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + tuning), 0, tuning);
         }
       }
-      // Plain launches (no programmatic dependent launch) of a per-tile and a fixup variant.
-      for (int tuning : {6, 31}) {
+      // Ring variants without fixup memory: whole tiles per warp, no tile shared.
+      ctx.use_fixup = false;
+      for (int tuning : {40, 42}) {
+        for (int64_t m : {1, 16}) {
+          run_case(ctx, *w, KernelFamily::kSm80, m, false, seed * 100 + static_cast<uint64_t>(m + tuning), 0, tuning);
+        }
+      }
+      ctx.use_fixup = true;
+      // Plain launches (no programmatic dependent launch) of a per-tile, a fixup and a ring variant.
+      for (int tuning : {6, 31, 40}) {
         for (int64_t m : {1, 16}) {
           run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + tuning), 0, tuning, 2);
         }
@@ -390,6 +398,53 @@ TEST_CASE("linear gpu sm80 every decode variant (per-tile and persistent schedul
   a.y = dy.p;
   a.m = 1;
   CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+}
+
+// Batch invariance: a token's output must not depend on how many other tokens share the launch (speculative
+// verification runs k + 1 tokens where plain decoding runs 1, and greedy output must stay byte-identical). The
+// first m rows of a 16-token launch must equal, bit for bit, a launch with only those m rows.
+TEST_CASE("linear gpu sm80 decode is batch invariant (bitwise)", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  if (cc < 80) SKIP("sm80 family needs sm_80+");
+  Context ctx;
+  const int64_t shapes[][2] = {{10240, 5120}, {1024, 5120}, {5136, 1104}, {5120, 17408}};
+  uint64_t seed = 1500;
+  for (const auto& s : shapes) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      auto w = make_weight(codec, s[0], s[1], false, seed++);
+      SplitMix rng(seed * 7);
+      std::vector<uint16_t> xh(static_cast<size_t>(16 * w->k));
+      std::vector<float> xf(xh.size());
+      voltserve::test::fill_activations(xh, xf, rng);
+      DeviceBuffer dx(xh.size() * 2), dy(static_cast<size_t>(16 * w->n) * 4);
+      REQUIRE((dx.p != nullptr && dy.p != nullptr));
+      CUDA_REQUIRE(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+      auto run = [&](int64_t m, int tuning) {
+        LinearArgs a;
+        a.x = dx.p;
+        a.m = m;
+        a.y = dy.p;
+        a.tuning = tuning;
+        ctx.give_fixup(a);
+        const KernelStatus st = linear_forward(w->view(KernelFamily::kSm80), a);
+        REQUIRE(st.ok());
+        std::vector<float> y(static_cast<size_t>(m * w->n));
+        CUDA_REQUIRE(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
+        return y;
+      };
+      for (int tuning : {0, 40, 41, 42, 43, 44, 45}) {
+        const std::vector<float> y16 = run(16, tuning);
+        for (int64_t m : {1, 2, 5, 8, 9, 15}) {
+          const std::vector<float> ym = run(m, tuning);
+          const bool same = std::memcmp(ym.data(), y16.data(), ym.size() * 4) == 0;
+          std::printf("linear batch-invariance %s n=%lld k=%lld tuning=%d m=%lld vs 16 %s\n", codec_name(codec),
+                      static_cast<long long>(w->n), static_cast<long long>(w->k), tuning, static_cast<long long>(m),
+                      same ? "same" : "DIFFERENT");
+          CHECK(same);
+        }
+      }
+    }
+  }
 }
 
 // Back-to-back launches without host syncs: A writes y1 (fp16), B reads it as x, then A runs again on other
