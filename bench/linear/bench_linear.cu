@@ -249,8 +249,8 @@ int main(int argc, char** argv) {
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
           // {tuning, ksplit, overlap}: overlap 1 = programmatic dependent launch, 2 = plain launch.
-          const int variants[][3] = {{0, 0, 1}, {15, 0, 1}, {40, 0, 1}, {41, 0, 1}, {42, 0, 1}, {43, 0, 1},
-                                     {44, 0, 1}, {45, 0, 1}, {40, 0, 2}};
+          const int variants[][3] = {{0, 0, 1}, {0, 0, 2}, {1, 0, 1}, {5, 0, 1}, {6, 0, 1}, {7, 0, 1},
+                                     {15, 0, 1}, {30, 2, 1}, {31, 0, 1}};
           for (const auto& vk : variants) {
             const int tuning = vk[0];
             LinearArgs a;

@@ -39,7 +39,7 @@ size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m) {
 
 LinearFixupBytes linear_fixup_bytes(const PackedWeightView& w, int64_t m) {
   if (w.family != KernelFamily::kSm80 || m < 1 || m > kMaxDecodeRows || w.n <= 0 || w.k <= 0) return {};
-  return sm80::fixup_bytes(w, m);
+  return sm80::fixup_bytes(w);
 }
 
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {

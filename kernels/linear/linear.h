@@ -72,18 +72,18 @@ struct LinearArgs {
   size_t fixup_counters_bytes = 0;
 };
 
-// Bytes of fixup memory (LinearArgs::fixup_*) the default pick of the sm80 decode kernel wants for this weight and
-// m on the current device (the automatic split count depends on its SM count): {0, 0} when it does not split k
-// (sm70 family, m > 16, and most shapes). Explicit variants 30..35 may want more (their split count is lowered
-// to fit what is given).
+// Bytes of fixup memory (LinearArgs::fixup_*) the default pick of the sm80 decode kernel wants for this weight on
+// the current device (the automatic split count depends on its SM count), the same for every m in 1..16 (sized
+// for 16 so that the split does not depend on m): {0, 0} when it does not split k (sm70 family, m > 16, and most
+// shapes). Explicit variants 30..35 may want more (their split count is lowered to fit what is given).
 struct LinearFixupBytes {
   size_t partials = 0;
   size_t counters = 0;
 };
 LinearFixupBytes linear_fixup_bytes(const PackedWeightView& w, int64_t m);
-// What the tests and the benchmark sweep give every launch (16 MB; 16384 counters: one per lm_head tile).
-inline constexpr size_t kFixupSweepPartialsBytes = size_t{16} << 20;
-inline constexpr size_t kFixupSweepCountersBytes = 16384 * 4;
+// What the tests and the benchmark sweep give every launch (8 MB: 6144 rows x 16 tokens x 16 splits; 8192 groups).
+inline constexpr size_t kFixupSweepPartialsBytes = size_t{8} << 20;
+inline constexpr size_t kFixupSweepCountersBytes = 8192 * 4;
 
 inline constexpr int64_t kMaxDecodeRows = 16;
 
@@ -92,6 +92,8 @@ inline constexpr int64_t kMaxDecodeRows = 16;
 size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m);
 
 // y = x · W^T. Checks shapes and pointers on the host, then launches on args.stream.
+// Batch invariance (M <= 16, default pick, same fixup buffers): a token's output row is bit-identical whatever m
+// is and whatever the other rows hold, so verifying k + 1 speculative tokens reproduces plain decoding exactly.
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& args);
 
 // Which family to prepack for on a device of compute capability major*10+minor (>= 80: kSm80, else kSm70).
@@ -104,7 +106,7 @@ KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t row
 }  // namespace sm70
 namespace sm80 {
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
-LinearFixupBytes fixup_bytes(const PackedWeightView& w, int64_t m);  // linear_fixup_bytes for the sm80 family
+LinearFixupBytes fixup_bytes(const PackedWeightView& w);  // linear_fixup_bytes for the sm80 family
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
 }  // namespace sm80
 

@@ -8,7 +8,6 @@
 // B (a sum does not care), which lets B come from one contiguous 32-byte run of x per lane and token.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "linear/linear.h"
@@ -55,10 +54,7 @@ struct Params {
   bool y_f32;
   float* fix_ws;          // fixup variants: fp32 partials [group][split][R * NT * 128]
   unsigned* fix_count;    // fixup variants: per tile group arrival counter (0 between launches)
-  bool pdl;               // launched with programmatic dependent launch (sm_90+)
-  int granule;            // ring variants: units (tile x k-block) per granule: 1, or k-blocks per tile
-  int granules;           // ring variants: units / granule
-  int warps;              // ring variants: warps of the grid that share the granules
+  bool pdl;               // per-tile variants: launched with programmatic dependent launch (sm_90+)
 };
 
 // Serial fixup (k split over blocks without memset or atomics on y): each (tile group, k slice) block stores its
@@ -539,379 +535,6 @@ int device_major() {
   return major;
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// Ring schedule (variants 40..): stream-K over warps with the weights staged through a per-warp cp.async ring in
-// shared memory.
-//
-// The packed weight is one run of units (unit = one 16-row tile x one 32-byte k-block: 512 code bytes + 64 scale
-// bytes, tile-major, so unit u sits at codes[u * 32 + lane]). Every warp of a persistent grid takes an equal
-// contiguous range of units (granule 1), or of whole tiles (granule = k-blocks per tile: no tile is shared, no
-// fixup memory needed, less even). A warp keeps STAGES - 1 units in flight with cp.async into its own ring
-// slots and reads back only what its own lanes copied, so it never waits for another warp: no block barrier.
-// A tile whose units are spread over several warps (at most its first and last one per warp) is finished by the
-// serial fixup: each part stores its fp32 partial sums in slot 2 * warp + (0: the warp's first tile, 1: its
-// last), counts itself on the tile's counter, and the last part to arrive adds the parts in warp order (fixed
-// by the partition alone, so results do not depend on arrival order, on m or on the other tokens) and writes y.
-// ---------------------------------------------------------------------------------------------------------
-constexpr int kRingStageBytes = 512 + 128;  // codes (32 lanes x 16 B) + scales (32 lanes x 4 B, pairs duplicated)
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-// First unit of warp i when the units are dealt in granules over p.warps warps.
-__device__ __forceinline__ int ring_start(const Params& p, int i) {
-  return static_cast<int>(static_cast<int64_t>(p.granules) * i / p.warps) * p.granule;
-}
-
-// The warp whose range holds unit u (the largest i with ring_start(i) <= u).
-__device__ __forceinline__ int ring_owner(const Params& p, int u) {
-  const int64_t q = u / p.granule;
-  const int64_t i = ((q + 1) * p.warps + p.granules - 1) / p.granules - 1;
-  return static_cast<int>(i < p.warps - 1 ? i : p.warps - 1);
-}
-
-// A unit here is one k-block of a group of R adjacent tiles (R x 512 code bytes, each tile's piece contiguous):
-// the R tiles share the activation fragments, their loads and addresses (fewer instructions per weight byte).
-// One ring slot holds CHUNK consecutive units (copies issued back to back: CHUNK x 512 contiguous bytes per tile).
-template <bool kFp8, int NT, int R, int STAGES, int CHUNK, int WARPS>
-__global__ void __launch_bounds__(WARPS * 32) ring_kernel(Params p) {
-  extern __shared__ __align__(16) unsigned char ring_smem[];
-  constexpr int kUnitBytes = R * kRingStageBytes;
-  constexpr int kSlotBytes = CHUNK * kUnitBytes;
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  constexpr int kKPerBlock = kFp8 ? 32 : 64;
-  constexpr int kKPerLane = kFp8 ? 8 : 16;
-  const int wid = static_cast<int>(blockIdx.x) * WARPS + warp;
-  const int u0 = wid < p.warps ? ring_start(p, wid) : 0;
-  const int u1 = wid < p.warps ? ring_start(p, wid + 1) : 0;
-  const int kbs = p.kblocks;
-  const size_t tstride = static_cast<size_t>(kbs) * 32;  // uint4 / scale units from one tile to the next
-
-  unsigned char* ring = ring_smem + static_cast<size_t>(warp) * STAGES * kSlotBytes;
-  const uint32_t ring_s = smem_u32(ring);
-  // Issue cursor: the next unit to copy, as (group, k-block) and the group's tile-0 offset of that k-block.
-  int i_u = u0;
-  int i_kb = u0 % kbs;
-  int i_tile = u0 / kbs * R;
-  size_t i_ofs = (static_cast<size_t>(i_tile) * kbs + i_kb) * 32 + lane;
-  // Copies the next CHUNK units into ring slot `slot`; always commits one group so that "STAGES - 1 groups
-  // younger than chunk c" holds for the wait below.
-  auto issue = [&](int slot) {
-    const uint32_t dst = ring_s + slot * kSlotBytes;
-#pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
-      if (i_u < u1) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          if (R == 1 || i_tile + r < p.n_tiles) {
-            const uint32_t d = dst + (i * R + r) * kRingStageBytes;
-            cp_async16(d + lane * 16, p.codes + i_ofs + r * tstride);
-            if (!kFp8) cp_async4(d + 512 + lane * 4, p.scales + ((i_ofs + r * tstride) & ~size_t{1}));
-          }
-        }
-        ++i_u;
-        i_ofs += 32;
-        if (++i_kb == kbs) {
-          i_kb = 0;
-          i_tile += R;
-          i_ofs += (R - 1) * tstride;
-        }
-      }
-    }
-    cp_async_commit();
-  };
-#pragma unroll
-  for (int c = 0; c < STAGES - 1; ++c) issue(c);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Programmatic dependent launch (see decode_kernel): weights are in flight before waiting for x's producer.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  if (u0 >= u1) return;
-
-  const __half* xrow[NT];
-  bool tok_ok[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int tok = nt * 8 + g;
-    tok_ok[nt] = tok < p.m;
-    xrow[nt] = p.x + static_cast<size_t>(tok_ok[nt] ? tok : 0) * p.k + t * kKPerLane;
-  }
-  auto load_x = [&](int kb, uint32_t (&xw)[NT][8]) {
-    const bool in_k = kb * kKPerBlock + t * kKPerLane < p.k;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      uint4 v0 = make_uint4(0, 0, 0, 0);
-      uint4 v1 = make_uint4(0, 0, 0, 0);
-      if (in_k && tok_ok[nt]) {
-        const __half* xp = xrow[nt] + kb * kKPerBlock;
-        v0 = detail::ld_x(xp);
-        if (!kFp8) v1 = detail::ld_x(xp + 8);
-      }
-      xw[nt][0] = v0.x; xw[nt][1] = v0.y; xw[nt][2] = v0.z; xw[nt][3] = v0.w;
-      xw[nt][4] = v1.x; xw[nt][5] = v1.y; xw[nt][6] = v1.z; xw[nt][7] = v1.w;
-    }
-  };
-
-  const float oscale = p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
-  auto write_y = [&](int grp, const float (&v)[R][NT][4]) {
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int row = (grp * R + r) * 16 + g + 8 * (c >> 1);
-        if (row >= p.n) continue;
-        const float cs = p.channel_scales != nullptr ? p.channel_scales[row] : 1.0f;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const int tok = nt * 8 + 2 * t + (c & 1);
-          if (tok >= p.m) continue;
-          const float out = v[r][nt][c] * oscale * cs;
-          const size_t idx = static_cast<size_t>(tok) * p.n + row;
-          if (p.y_f32) {
-            static_cast<float*>(p.y)[idx] = out;
-          } else {
-            static_cast<__half*>(p.y)[idx] = __float2half_rn(out);
-          }
-        }
-      }
-    }
-  };
-  auto whole = [&](int grp) { return grp * kbs >= u0 && (grp + 1) * kbs <= u1; };
-
-  const int first_grp = u0 / kbs;
-  const int last_grp = (u1 - 1) / kbs;
-  // Serial-fixup partials: slot 0 of this warp holds its first group's part, slot 1 its last group's (when
-  // they differ and are not whole); stored as soon as known, made visible by one fence at the end.
-  constexpr int kPart = R * NT * 128;  // floats per partial
-  auto store_part = [&](float* dst, const float (&v)[R][NT][4]) {
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-        __stcg(reinterpret_cast<float4*>(dst + (r * NT + nt) * 128 + lane * 4),
-               make_float4(v[r][nt][0], v[r][nt][1], v[r][nt][2], v[r][nt][3]));
-  };
-  float acc[R][NT][4];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.0f;
-
-  int grp = first_grp;
-  int kb = u0 - first_grp * kbs;
-  uint32_t xcur[NT][8];
-  load_x(kb, xcur);
-  const int chunks = (u1 - u0 + CHUNK - 1) / CHUNK;
-  int slot = 0;
-#pragma unroll 2
-  for (int c = 0; c < chunks; ++c) {
-    issue(slot == 0 ? STAGES - 1 : slot - 1);  // refills the slot read in the previous chunk
-    cp_async_wait<STAGES - 1>();               // chunk c has landed
-    const unsigned char* st = ring + slot * kSlotBytes;
-#pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
-      const int u = u0 + c * CHUNK + i;
-      if (u >= u1) break;
-      const int kb_next = kb + 1 == kbs ? 0 : kb + 1;
-      uint32_t xnext[NT][8];
-      load_x(kb_next, xnext);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const unsigned char* su = st + (i * R + r) * kRingStageBytes;
-        const uint4 w = *reinterpret_cast<const uint4*>(su + lane * 16);
-        const uint32_t sc =
-            kFp8 ? 0u : (*reinterpret_cast<const uint32_t*>(su + 512 + lane * 4) >> (16 * (lane & 1))) & 0xFFFFu;
-        tile_step<kFp8, NT>(acc[r], w, sc, xcur);
-      }
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int q = 0; q < 8; ++q) xcur[nt][q] = xnext[nt][q];
-      if (kb_next == 0 && u + 1 < u1) {  // a group ends before the range does
-        if (whole(grp)) {
-          write_y(grp, acc);
-        } else {  // only the first group can end early and be partial: its part goes to slot 0 now
-          store_part(p.fix_ws + static_cast<size_t>(2 * wid) * kPart, acc);
-        }
-#pragma unroll
-        for (int r = 0; r < R; ++r)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) acc[r][nt][q] = 0.0f;
-        ++grp;
-      }
-      kb = kb_next;
-    }
-    slot = slot + 1 == STAGES ? 0 : slot + 1;
-  }
-  cp_async_wait<0>();  // no copy may still target shared memory when the warp exits
-
-  // The range's last group (acc); its first group's part, if partial, is in slot 0 already.
-  const bool last_whole = whole(last_grp);
-  if (last_whole) write_y(last_grp, acc);
-  const bool first_part = last_grp != first_grp && !whole(first_grp);
-  if (!first_part && last_whole) return;
-  // Serial fixup: make the parts visible (one fence for both), count them, the last part of a group finishes it.
-  if (!last_whole) store_part(p.fix_ws + static_cast<size_t>(2 * wid + (last_grp == first_grp ? 0 : 1)) * kPart, acc);
-  __threadfence();  // the partials are visible device-wide before they are counted
-  __syncwarp();
-  auto finish = [&](int fg) {
-    const int w_first = ring_owner(p, fg * kbs);
-    const int w_last = ring_owner(p, (fg + 1) * kbs - 1);
-    unsigned last = 0;
-    if (lane == 0) {
-      const unsigned prev = atomicAdd(p.fix_count + fg, 1u);
-      last = prev == static_cast<unsigned>(w_last - w_first);
-      if (last) p.fix_count[fg] = 0;  // every part has arrived: ready for the next launch
-    }
-    if (!__shfl_sync(0xffffffffu, last, 0)) return;
-    __threadfence();
-    float sum[R][NT][4];
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) sum[r][nt][q] = 0.0f;
-    // Warp order (fixed by the partition, not by arrival). Part i sits in warp i's slot 0 when fg is its first
-    // group, else in slot 1.
-#pragma unroll 4
-    for (int i = w_first; i <= w_last; ++i) {
-      const int part = 2 * i + (i == w_first && ring_start(p, i) < fg * kbs ? 1 : 0);
-      const float* src = p.fix_ws + static_cast<size_t>(part) * kPart;
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          const float4 v = __ldcg(reinterpret_cast<const float4*>(src + (r * NT + nt) * 128 + lane * 4));
-          sum[r][nt][0] += v.x;
-          sum[r][nt][1] += v.y;
-          sum[r][nt][2] += v.z;
-          sum[r][nt][3] += v.w;
-        }
-    }
-    write_y(fg, sum);
-  };
-  if (first_part) finish(first_grp);
-  if (!last_whole) finish(last_grp);
-}
-
-// Resident blocks per SM of a ring variant: the same for both token tiles (NT 1 and 2), so that the grid, and
-// with it the partition and every sum's order, does not depend on m (batch invariance).
-template <bool kFp8, int R, int STAGES, int CHUNK, int WARPS>
-int ring_fit() {
-  static int fit = -1;  // one device per process
-  if (fit < 0) {
-    constexpr int kSmem = WARPS * STAGES * CHUNK * R * kRingStageBytes;
-    int f1 = 0, f2 = 0;
-    auto k1 = ring_kernel<kFp8, 1, R, STAGES, CHUNK, WARPS>;
-    auto k2 = ring_kernel<kFp8, 2, R, STAGES, CHUNK, WARPS>;
-    if (cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess ||
-        cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f1, k1, WARPS * 32, kSmem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&f2, k2, WARPS * 32, kSmem) != cudaSuccess) {
-      fit = 0;
-    } else {
-      fit = f1 < f2 ? f1 : f2;
-    }
-  }
-  return fit;
-}
-
-// Grid and granule of a ring launch over groups of R tiles: every warp gets >= 4 granules (tiny weights: fewer
-// blocks); granule 1 when the caller's fixup memory holds 2 partial slots per warp and a counter per group, else
-// whole groups (no fixup).
-struct RingPlan {
-  int blocks = 0;
-  int warps = 0;
-  int granule = 1;
-  int granules = 0;
-  size_t partials_floats = 0;  // fixup memory used (0 with whole-group granules)
-  size_t counters = 0;
-};
-RingPlan plan_ring(int n_tiles, int kblocks, int r, int nt, int warps_per_block, int blocks_per_sm,
-                   int64_t max_floats, int64_t max_counters) {
-  RingPlan plan;
-  const int groups = (n_tiles + r - 1) / r;
-  auto fit = [&](int64_t granules) {
-    int64_t blocks = static_cast<int64_t>(device_sms()) * blocks_per_sm;
-    const int64_t max_blocks = (granules / 4 + warps_per_block - 1) / warps_per_block;
-    if (blocks > max_blocks) blocks = max_blocks > 0 ? max_blocks : 1;
-    plan.blocks = static_cast<int>(blocks);
-    plan.warps = static_cast<int>(std::min<int64_t>(blocks * warps_per_block, granules));
-    plan.granules = static_cast<int>(granules);
-  };
-  fit(static_cast<int64_t>(groups) * kblocks);
-  plan.partials_floats = static_cast<size_t>(2) * plan.warps * r * nt * 128;
-  plan.counters = static_cast<size_t>(groups);
-  const bool fits = max_floats < 0 || (static_cast<int64_t>(plan.partials_floats) <= max_floats &&
-                                       static_cast<int64_t>(plan.counters) <= max_counters);
-  if (!fits) {
-    plan.granule = kblocks;
-    plan.partials_floats = 0;
-    plan.counters = 0;
-    fit(groups);
-  }
-  return plan;
-}
-
-template <bool kFp8, int NT, int R, int STAGES, int CHUNK, int WARPS>
-cudaError_t launch_ring(Params p, int blocks_per_sm, int64_t max_floats, int64_t max_counters, cudaStream_t stream) {
-  auto kernel = ring_kernel<kFp8, NT, R, STAGES, CHUNK, WARPS>;
-  constexpr int kSmem = WARPS * STAGES * CHUNK * R * kRingStageBytes;
-  const int fit = ring_fit<kFp8, R, STAGES, CHUNK, WARPS>();
-  if (fit < 1) return cudaErrorInvalidConfiguration;
-  const RingPlan plan = plan_ring(p.n_tiles, p.kblocks, R, NT, WARPS, blocks_per_sm < fit ? blocks_per_sm : fit,
-                                  max_floats, max_counters);
-  p.granule = plan.granule;
-  p.granules = plan.granules;
-  p.warps = plan.warps;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(plan.blocks));
-  cfg.blockDim = dim3(static_cast<unsigned>(WARPS * 32));
-  cfg.dynamicSmemBytes = static_cast<size_t>(kSmem);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = p.pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
-}
-
 // Block shapes of the serial-fixup variants 30..35 (tiles per block, warps, resident blocks per SM); must match
 // the launch_fixup instantiations in linear_decode.
 struct FixupShape {
@@ -921,13 +544,14 @@ constexpr FixupShape kFixupShapes[6] = {{1, 4, 5}, {1, 8, 4}, {1, 8, 2}, {1, 4, 
 
 // Split count and memory of a fixup variant. requested = 0: about two waves of resident blocks (SMs x MINB); then
 // each warp keeps >= 2 k-blocks. max_floats / max_groups (< 0: unlimited) lower the split count to fit the
-// caller's buffers; splits == 1 runs unsplit and uses no memory.
+// caller's buffers; splits == 1 runs unsplit and uses no memory. Memory is counted for two token tiles (m up to
+// 16) whatever m is, so that the split count, and the summation order with it, does not depend on m.
 struct FixupPlan {
   int groups = 0;
   int splits = 1;
   size_t floats = 0;  // partials needed (0 when splits == 1)
 };
-FixupPlan plan_fixup(int tuning, int requested, int n_tiles, int kblocks, int nt, int64_t max_floats, int64_t max_groups) {
+FixupPlan plan_fixup(int tuning, int requested, int n_tiles, int kblocks, int64_t max_floats, int64_t max_groups) {
   const FixupShape s = kFixupShapes[tuning - 30];
   FixupPlan plan;
   plan.groups = (n_tiles + s.r - 1) / s.r;
@@ -935,7 +559,7 @@ FixupPlan plan_fixup(int tuning, int requested, int n_tiles, int kblocks, int nt
   if (splits <= 0) splits = (2 * device_sms() * s.minb + plan.groups - 1) / plan.groups;
   const int max_split = kblocks / (2 * s.warps) > 1 ? kblocks / (2 * s.warps) : 1;
   splits = splits < max_split ? splits : max_split;
-  const int64_t out = static_cast<int64_t>(s.r) * nt * 128;
+  const int64_t out = static_cast<int64_t>(s.r) * 2 * 128;
   while (max_floats >= 0 && splits > 1 && static_cast<int64_t>(plan.groups) * splits * out > max_floats) --splits;
   if (max_groups >= 0 && plan.groups > max_groups) splits = 1;
   plan.splits = splits < 1 ? 1 : splits;
@@ -953,35 +577,21 @@ cudaError_t launch_fixup(const Params& p, cudaStream_t stream) {
 
 // The default variant (LinearArgs::tuning = 0) and its split count (fixup variants; 0 = automatic). with_fixup =
 // false: the best variant without a serial-fixup k split (the caller gave no, or too little, fixup memory).
-int default_tuning(bool fp8, int n_tiles, int kblocks, int64_t m, bool with_fixup, int* splits) {
-  // From the H200 sweeps (bench/RESULTS.md, second section): two tiles per block (v15, x loads shared by both)
-  // wins once its blocks fill about two waves (>= 528 tiles) except FP8 at M <= 8 and NVFP4 M > 8 at 512-1023
-  // tiles; with fewer tiles the one-tile variants keep more blocks resident.
-  // Third section (all with programmatic dependent launch): the serial-fixup k split (v30/v31) wins only where
-  // k is long (mlp.down: FP8 M <= 8, NVFP4 M > 8) and for FP8 k/v_proj at M <= 8; M <= 8 on 256-527 tiles
-  // prefers v1 to v6 for both codecs. Without fixup memory each falls back to the pick of its branch without
-  // the split (v7, v1, v15 or v5: the unsplit variants measured next best there).
-  const bool many = n_tiles >= 528;
-  const bool long_k = kblocks >= 256;  // mlp.down: k = 17408 (NVFP4 272, FP8 544 k-blocks)
+//
+// Batch invariance: the pick depends on the weight's shape only, never on m. A variant sums every output in an
+// order fixed by its k split across warps and blocks (the MMA columns of different tokens never mix), so with one
+// variant per shape a token's result is bit-identical whether it runs alone or with up to 15 others: speculative
+// verification (k + 1 tokens) reproduces plain decoding (1 token) exactly. Tested by "decode is batch invariant".
+int default_tuning(bool fp8, int n_tiles, int kblocks, bool with_fixup, int* splits) {
+  // H200 sweep, 2026-11-30 (bench/RESULTS.md): per shape the variant with the best weighted mean over M = 1, 8
+  // (0.4 each) and 16 (0.2). Two tiles per block (v15, x shared by both) once there are >= 528 tiles for NVFP4;
+  // one tile, 8 warps, 4 blocks/SM (v6) for FP8 there; v1 (one tile, 8 warps, 2 blocks/SM) on 256-527 tiles,
+  // except FP8 with long k (mlp.down) where the serial-fixup k split v31 wins; v7 (16 warps split k) below 256.
+  // Without fixup memory v31 falls back to v1, the next best there.
   *splits = 0;
-  if (n_tiles < 256) {
-    if (fp8 && m <= 8 && with_fixup) {
-      *splits = 8;
-      return 30;
-    }
-    return 7;  // few tiles: split k over 16 warps to fill the GPU
-  }
-  if (m <= 8) {
-    if (!fp8) return many ? 15 : 1;  // with programmatic dependent launch v1 beats v6 on 320-384 tiles
-    if (many) return 6;
-    return long_k && with_fixup ? 31 : 1;
-  }
-  if (fp8) return many ? 15 : 1;
-  if (!many && long_k && with_fixup) {
-    *splits = 2;
-    return 30;
-  }
-  return n_tiles >= 512 && n_tiles < 1024 ? 5 : 15;
+  if (n_tiles < 256) return 7;
+  if (n_tiles >= 528) return fp8 ? 6 : 15;
+  return fp8 && kblocks >= 256 && with_fixup ? 31 : 1;
 }
 
 // Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit.
@@ -1068,40 +678,34 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // section; 30 and 31 are defaults on some shapes, the others were never best).
   int tuning = a.tuning;
   int splits = a.ksplit;  // fixup variants: 0 = automatic
-  const int nt = a.m > 8 ? 2 : 1;
   const bool have_fixup = a.fixup_partials != nullptr && a.fixup_counters != nullptr;
   const int64_t max_floats = have_fixup ? static_cast<int64_t>(a.fixup_partials_bytes / sizeof(float)) : 0;
   const int64_t max_groups = have_fixup ? static_cast<int64_t>(a.fixup_counters_bytes / sizeof(unsigned)) : 0;
   FixupPlan plan;
   if (tuning == 0) {
-    tuning = default_tuning(fp8, p.n_tiles, p.kblocks, a.m, true, &splits);
+    tuning = default_tuning(fp8, p.n_tiles, p.kblocks, true, &splits);
     if (tuning >= 30) {
-      plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, nt, -1, -1);
+      plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, -1, -1);
       const bool fits = plan.splits == 1 || (have_fixup && static_cast<int64_t>(plan.floats) <= max_floats &&
                                              plan.groups <= max_groups);
-      if (!fits) tuning = default_tuning(fp8, p.n_tiles, p.kblocks, a.m, false, &splits);  // documented fallback
+      if (!fits) tuning = default_tuning(fp8, p.n_tiles, p.kblocks, false, &splits);  // documented fallback
     }
   }
   const bool persistent = tuning == 20 || tuning == 23;
   const bool fixup = tuning >= 30 && tuning <= 35;
-  const bool ring = tuning >= 40 && tuning <= 45;
-  if (tuning != 1 && (tuning < 5 || tuning > 7) && (tuning < 12 || tuning > 16) && !persistent && !fixup && !ring) {
-    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12..16, 20, 23, 30..35 or 40..45");
-  }
-  if (ring) {
-    p.fix_ws = static_cast<float*>(a.fixup_partials);
-    p.fix_count = static_cast<unsigned*>(a.fixup_counters);
+  if (tuning != 1 && (tuning < 5 || tuning > 7) && (tuning < 12 || tuning > 16) && !persistent && !fixup) {
+    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 5, 6, 7, 12..16, 20, 23 or 30..35");
   }
   if (a.ksplit < 0) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: ksplit must be >= 0");
   if (fixup) {
-    plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, nt, -1, -1);
+    plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, -1, -1);
     if (plan.splits > 1 && !have_fixup) {
       return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: a k-split variant (30..35) needs fixup_partials and fixup_counters");
     }
     if (have_fixup && ((reinterpret_cast<uintptr_t>(a.fixup_partials) | reinterpret_cast<uintptr_t>(a.fixup_counters)) & 3) != 0) {
       return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: fixup buffers must be 4-byte aligned");
     }
-    plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, nt, max_floats, max_groups);  // lowered to fit
+    plan = plan_fixup(tuning, splits, p.n_tiles, p.kblocks, max_floats, max_groups);  // lowered to fit
     p.fix_ws = static_cast<float*>(a.fixup_partials);
     p.fix_count = static_cast<unsigned*>(a.fixup_counters);
   }
@@ -1123,13 +727,6 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     constexpr bool F = decltype(fp8_tag)::value;
     constexpr int NT = decltype(nt_tag)::value;
     switch (tuning) {
-      // <F, NT, R, STAGES, CHUNK, WARPS>(blocks per SM)
-      case 40: return launch_ring<F, NT, 4, 4, 1, 4>(p, 4, max_floats, max_groups, stream);
-      case 41: return launch_ring<F, NT, 2, 4, 2, 4>(p, 4, max_floats, max_groups, stream);
-      case 42: return launch_ring<F, NT, 4, 4, 1, 8>(p, 2, max_floats, max_groups, stream);
-      case 43: return launch_ring<F, NT, 2, 6, 1, 4>(p, 4, max_floats, max_groups, stream);
-      case 44: return launch_ring<F, NT, 4, 3, 1, 4>(p, 5, max_floats, max_groups, stream);
-      case 45: return launch_ring<F, NT, 2, 3, 2, 8>(p, 2, max_floats, max_groups, stream);
       case 30: return launch_fixup<F, NT, 1, 4, 4, 5>(p, stream);
       case 31: return launch_fixup<F, NT, 1, 2, 8, 4>(p, stream);
       case 32: return launch_fixup<F, NT, 1, 4, 8, 2>(p, stream);
@@ -1159,14 +756,14 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   return KernelStatus::Ok();
 }
 
-LinearFixupBytes fixup_bytes(const PackedWeightView& w, int64_t m) {
+LinearFixupBytes fixup_bytes(const PackedWeightView& w) {
   const bool fp8 = w.codec == WeightCodec::kFp8;
   const int n_tiles = static_cast<int>(w.n / 16);
   const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
   int splits = 0;
-  const int tuning = default_tuning(fp8, n_tiles, kblocks, m, true, &splits);
+  const int tuning = default_tuning(fp8, n_tiles, kblocks, true, &splits);
   if (tuning < 30) return {};
-  const FixupPlan plan = plan_fixup(tuning, splits, n_tiles, kblocks, m > 8 ? 2 : 1, -1, -1);
+  const FixupPlan plan = plan_fixup(tuning, splits, n_tiles, kblocks, -1, -1);
   if (plan.splits == 1) return {};
   return {plan.floats * sizeof(float), static_cast<size_t>(plan.groups) * sizeof(unsigned)};
 }
