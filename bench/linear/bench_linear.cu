@@ -217,20 +217,6 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&y, max_m * 17408 * 4));  // also >= 16 x 248320 x 4 (lm_head, M <= 16)
   const size_t ws_bytes = size_t{1} << 30;
   CK(cudaMalloc(&ws, ws_bytes));
-  // Serial-fixup k-split memory (LinearArgs::fixup_*), owned here like the engine's backend would: sized for every
-  // swept variant, counters zeroed once (the kernels leave them at 0).
-  void* fix_partials;
-  void* fix_counters;
-  CK(cudaMalloc(&fix_partials, kFixupSweepPartialsBytes));
-  CK(cudaMalloc(&fix_counters, kFixupSweepCountersBytes));
-  CK(cudaMemset(fix_counters, 0, kFixupSweepCountersBytes));
-  auto give_fixup = [&](LinearArgs& a) {
-    a.fixup_partials = fix_partials;
-    a.fixup_partials_bytes = kFixupSweepPartialsBytes;
-    a.fixup_counters = fix_counters;
-    a.fixup_counters_bytes = kFixupSweepCountersBytes;
-  };
-
   std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   if (quick) ms = {1, 4, 8, 9, 16};
   std::vector<KernelFamily> fams = {KernelFamily::kSm80};
@@ -248,20 +234,18 @@ int main(int argc, char** argv) {
         const int copies = static_cast<int>(w.codes.size());
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
-          // {tuning, ksplit, overlap}: overlap 1 = programmatic dependent launch, 2 = plain launch.
-          const int variants[][3] = {{0, 0, 1}, {0, 0, 2}, {1, 0, 1}, {5, 0, 1}, {6, 0, 1}, {7, 0, 1},
-                                     {15, 0, 1}, {30, 2, 1}, {31, 0, 1}};
+          // {tuning, overlap}: tuning 0 = the default pick; overlap 1 = programmatic dependent launch, 2 = plain.
+          const int variants[][2] = {{0, 1}, {0, 2}, {1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1},
+                                     {9, 1}, {10, 1}, {11, 1}, {15, 1}, {17, 1}, {18, 1}, {19, 1}};
           for (const auto& vk : variants) {
             const int tuning = vk[0];
             LinearArgs a;
-            a.ksplit = vk[1];
-            a.overlap = vk[2];
+            a.overlap = vk[1];
             a.x = x;
             a.m = m;
             a.y = y;
             a.stream = s;
             a.tuning = tuning;
-            give_fixup(a);
             const double us = median_us_graph(s, std::max(copies, 8), 15, [&](int i) {
               PackedWeightView v;
               v.codec = codec;
@@ -275,7 +259,7 @@ int main(int argc, char** argv) {
               if (!linear_forward(v, a).ok()) std::exit(1);
             });
             const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
-            std::printf("  v%d/%d/%c %5.1fus %4.1f%%", tuning, vk[1], vk[2] == 1 ? 'o' : 'p', us, 100.0 * gbs / ceiling_gbs);
+            std::printf("  v%d/%c %5.1fus %4.1f%%", tuning, vk[1] == 1 ? 'o' : 'p', us, 100.0 * gbs / ceiling_gbs);
           }
           std::printf("\n");
           std::fflush(stdout);
@@ -312,13 +296,6 @@ int main(int argc, char** argv) {
           a.m = m;
           a.y = y;
           a.stream = s;
-          give_fixup(a);
-          const LinearFixupBytes need = linear_fixup_bytes(view(0), m);
-          if (need.partials > a.fixup_partials_bytes || need.counters > a.fixup_counters_bytes) {
-            std::fprintf(stderr, "bench_linear: %s m=%lld wants %zu + %zu fixup bytes\n", sh.name,
-                         static_cast<long long>(m), need.partials, need.counters);
-            std::exit(1);
-          }
           const double us = median_us_graph(s, std::max(copies, 8), 21, [&](int i) {
             const KernelStatus st = linear_forward(view(i), a);
             if (!st.ok()) {

@@ -37,11 +37,6 @@ size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m) {
   return static_cast<size_t>(rows * w.k * 2);
 }
 
-LinearFixupBytes linear_fixup_bytes(const PackedWeightView& w, int64_t m) {
-  if (w.family != KernelFamily::kSm80 || m < 1 || m > kMaxDecodeRows || w.n <= 0 || w.k <= 0) return {};
-  return sm80::fixup_bytes(w);
-}
-
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
   if (KernelStatus s = check(w, a); !s.ok()) return s;
   const int path = a.force_path != 0 ? a.force_path : (a.m <= kMaxDecodeRows ? 1 : 2);

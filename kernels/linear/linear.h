@@ -49,41 +49,11 @@ struct LinearArgs {
   void* cublas_handle = nullptr;  // cublasHandle_t, owned by the caller (bound to `stream` by the callee)
   void* stream = nullptr;         // cudaStream_t
   int force_path = 0;             // 0: auto; 1: force the M<=16 decode kernel (needs m <= 16); 2: force dequant+GEMM
-  int ksplit = 0;                 // sm80 decode: 0/1 = off, > 1 = k split over blocks with atomic fp32 adds (fp32 y);
-                                  // variants 30..35: split count of the serial fixup (0 = automatic)
   int tuning = 0;                 // 0: default; else an sm80 decode-kernel variant (bench_linear --sweep)
   // sm80 decode on sm_90+: 0 = default, 1 = programmatic dependent launch (the kernel issues its first weight
   // loads before waiting for the previous kernel in the stream to finish), 2 = plain launch.
   int overlap = 0;
-  // Caller-owned device memory of the sm80 serial-fixup k split (variants 30..35; sizes: linear_fixup_bytes).
-  // fixup_partials: fp32 partial sums, overwritten by every launch that splits. fixup_counters: one uint32 arrival
-  // counter per tile group; zero them ONCE when allocated (cudaMemset): every launch leaves them at 0 again (the
-  // last block of a group resets its counter), so launches need no memset and CUDA graphs replay them as is.
-  // Launches on one stream may share one pair of buffers (each waits for the previous kernel before touching
-  // them); two launches that can run concurrently (two streams, or two graph branches) must NOT share them. After
-  // a launch that failed or was aborted on the device, zero the counters again.
-  // Without them (nullptr) the default pick (tuning 0) uses the best unsplit variant instead of a k split (a
-  // documented fallback, measured a few % slower on the shapes where the split wins: bench/RESULTS.md); an
-  // explicit variant 30..35 that would split returns kBadArgument. Buffers smaller than linear_fixup_bytes: the
-  // default pick falls back the same way; an explicit variant lowers its split count until it fits.
-  void* fixup_partials = nullptr;
-  size_t fixup_partials_bytes = 0;
-  void* fixup_counters = nullptr;
-  size_t fixup_counters_bytes = 0;
 };
-
-// Bytes of fixup memory (LinearArgs::fixup_*) the default pick of the sm80 decode kernel wants for this weight on
-// the current device (the automatic split count depends on its SM count), the same for every m in 1..16 (sized
-// for 16 so that the split does not depend on m): {0, 0} when it does not split k (sm70 family, m > 16, and most
-// shapes). Explicit variants 30..35 may want more (their split count is lowered to fit what is given).
-struct LinearFixupBytes {
-  size_t partials = 0;
-  size_t counters = 0;
-};
-LinearFixupBytes linear_fixup_bytes(const PackedWeightView& w, int64_t m);
-// What the tests and the benchmark sweep give every launch (8 MB: 6144 rows x 16 tokens x 16 splits; 8192 groups).
-inline constexpr size_t kFixupSweepPartialsBytes = size_t{8} << 20;
-inline constexpr size_t kFixupSweepCountersBytes = 8192 * 4;
 
 inline constexpr int64_t kMaxDecodeRows = 16;
 
@@ -92,8 +62,8 @@ inline constexpr int64_t kMaxDecodeRows = 16;
 size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m);
 
 // y = x · W^T. Checks shapes and pointers on the host, then launches on args.stream.
-// Batch invariance (M <= 16, default pick, same fixup buffers): a token's output row is bit-identical whatever m
-// is and whatever the other rows hold, so verifying k + 1 speculative tokens reproduces plain decoding exactly.
+// Batch invariance (M <= 16, default pick): a token's output row is bit-identical whatever m is and whatever the
+// other rows hold, so verifying k + 1 speculative tokens reproduces plain decoding exactly.
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& args);
 
 // Which family to prepack for on a device of compute capability major*10+minor (>= 80: kSm80, else kSm70).
@@ -106,7 +76,6 @@ KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t row
 }  // namespace sm70
 namespace sm80 {
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
-LinearFixupBytes fixup_bytes(const PackedWeightView& w);  // linear_fixup_bytes for the sm80 family
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
 }  // namespace sm80
 

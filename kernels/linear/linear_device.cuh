@@ -20,7 +20,14 @@ __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
   return v;
 }
 
-__device__ __forceinline__ uint4 ld_x(const __half* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+// 16-byte activation load through the coherent path (L1-cached). Not ld.global.nc (__ldg): with programmatic
+// dependent launch x may still be written by the previous kernel until griddepcontrol.wait returns, and ptxas
+// hoists non-coherent loads above that wait (seen on sm_90: a RAW race caught by the chained-launch test).
+__device__ __forceinline__ uint4 ld_x(const __half* p) {
+  uint4 v;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+}
 
 __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
   uint32_t d;
