@@ -138,7 +138,7 @@ __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, u
 // One block: R adjacent 16-row tiles; its WARPS warps split k (warp w takes k-blocks w, w + WARPS, ...) and their
 // partial sums are added in warp order in shared memory at the end. The order of every sum depends on WARPS
 // only (not on R, RING, MINB or the number of tokens): see default_tuning on batch invariance.
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0>
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   constexpr int kWarps = WARPS;
   constexpr int kOut = R * NT * 128;  // fp32 sums per warp
@@ -231,14 +231,21 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
-  load_x(std::true_type{}, 0, 0, ring_x[0]);
+  // x one step ahead (default), or, with LATE_X2 and two token tiles, loaded right before use (fewer live
+  // registers; x is read by every block of the SM and mostly hits L1).
+  constexpr bool kXAhead = !(LATE_X2 && NT == 2);
+  if constexpr (kXAhead) load_x(std::true_type{}, 0, 0, ring_x[0]);
   auto turn = [&](auto guard, int j0) {
 #pragma unroll
     for (int u = 0; u < kSlots; ++u) {
       const int j = j0 + u;
       if (decltype(guard)::value && j >= cnt) break;
       load_w(guard, j + kRing, (u + kRing) * kWStep, ring_w[(u + kRing) % kSlots], ring_s[(u + kRing) % kSlots]);
-      load_x(guard, j + 1, (u + 1) * kXStep, ring_x[(u + 1) % kSlots]);
+      if constexpr (kXAhead) {
+        load_x(guard, j + 1, (u + 1) * kXStep, ring_x[(u + 1) % kSlots]);
+      } else {
+        load_x(guard, j, u * kXStep, ring_x[u]);
+      }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         if constexpr (ABLATE == 1) {  // diagnostics: stream the weights, skip decode and MMA
@@ -313,10 +320,10 @@ cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int thread
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0>
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false>
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   const int blocks = (p.n_tiles + R - 1) / R;
-  return launch_decode(decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE>, p, blocks, WARPS * 32, stream);
+  return launch_decode(decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2>, p, blocks, WARPS * 32, stream);
 }
 
 int device_major() {
@@ -339,14 +346,14 @@ int device_major() {
 // reproduces plain decoding (1 token). Tested by "decode is batch invariant".
 int default_tuning(bool fp8, int n_tiles, int nt) {
   // H200 sweeps, 2026-11-30 (bench/RESULTS.md): per shape the pair with the best weighted mean over M = 1, 8
-  // (0.35 each) and 16 (0.3). Few tiles: 16 warps split k (v7). 256-527 tiles: one tile per block, 8 warps,
-  // 3 blocks/SM (v10; NVFP4 at nt = 2 two tiles, v15). 528-1023: 4-warp blocks, one tile, ring 2, 6 blocks/SM
-  // (v19; nt = 2: two tiles, ring 6, v11). >= 1024: two tiles, ring 4, 5 blocks/SM (v4; NVFP4 lm_head-sized
-  // weights at nt = 2: ring 6, 4 blocks/SM, v18).
+  // (0.35 each) and 16 (0.3). Few tiles: 16 warps split k (v7). 256-527 tiles: 8-warp blocks, one tile, ring 3,
+  // 3 blocks/SM (v10; NVFP4 at nt = 2: two tiles, ring 4, 2 blocks/SM, v15). 528-1023: 4-warp blocks, one tile,
+  // ring 2, 6 blocks/SM (v19; nt = 2: two tiles, ring 6, 3 blocks/SM, v11). >= 1024: 4-warp blocks, two tiles,
+  // ring 4, 5 blocks/SM (v4; NVFP4 as v21, which loads x right before use at nt = 2: fewer live registers).
   if (n_tiles < 256) return 7;
   if (n_tiles < 528) return nt == 1 || fp8 ? 10 : 15;  // 8 warps per block
   if (n_tiles < 1024) return nt == 1 ? 19 : 11;         // 4 warps per block
-  return nt == 1 || n_tiles < 8192 ? 4 : 18;            // 4 warps per block
+  return fp8 ? 4 : 21;                                  // 4 warps per block
 }
 
 // Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit.
@@ -422,9 +429,10 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.y_f32 = a.y_f32;
   // Variants (LinearArgs::tuning; bench_linear --sweep): tiles per block R, weight loads in flight per warp
   // (ring), warps per block (they split k) and resident blocks per SM asked of the register allocator.
-  //   1: R1 ring4 w8 b2    2: R1 ring3 w8 b4    3: R2 ring6 w8 b2    4: R2 ring4 w4 b5    5: R1 ring4 w4 b5
-  //   6: R1 ring2 w8 b4    7: R1 ring4 w16 b1   8: R1 ring4 w4 b4    9: R2 ring4 w4 b4   10: R1 ring3 w8 b3
-  //  11: R2 ring6 w4 b3   15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6
+  //   1: R1 ring4 w8 b2    2: R1 ring3 w8 b4    4: R2 ring4 w4 b5    5: R1 ring4 w4 b5    6: R1 ring2 w8 b4
+  //   7: R1 ring4 w16 b1   8: R1 ring4 w4 b4    9: R2 ring4 w4 b4   10: R1 ring3 w8 b3   11: R2 ring6 w4 b3
+  //  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6   21: as 4, x loaded at use
+  //  for two token tiles
   // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. The defaults
   // (default_tuning) come from the H200 sweep of 2026-11-30 (bench/RESULTS.md). Removed after measuring slower on
   // every 27B shape: persistent grids with a block barrier per tile, a k split over blocks (atomic adds, or a
@@ -432,8 +440,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // bench/RESULTS.md).
   int tuning = a.tuning;
   if (tuning == 0) tuning = default_tuning(fp8, p.n_tiles, a.m > 8 ? 2 : 1);
-  if (tuning < 1 || tuning > 19 || tuning == 14 || tuning == 16) {
-    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1..13, 15 or 17..19");
+  if (tuning < 1 || tuning > 21 || tuning == 3 || tuning == 14 || tuning == 16 || tuning == 20) {
+    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19 or 21");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
@@ -445,7 +453,6 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     switch (tuning) {
       case 1: return launch<F, NT, 1, 4, 8, 2>(p, stream);
       case 2: return launch<F, NT, 1, 3, 8, 4>(p, stream);
-      case 3: return launch<F, NT, 2, 6, 8, 2>(p, stream);
       case 4: return launch<F, NT, 2, 4, 4, 5>(p, stream);
       case 5: return launch<F, NT, 1, 4, 4, 5>(p, stream);
       case 6: return launch<F, NT, 1, 2, 8, 4>(p, stream);
@@ -459,7 +466,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
       case 15: return launch<F, NT, 2, 4, 8, 2>(p, stream);
       case 17: return launch<F, NT, 2, 4, 8, 3>(p, stream);
       case 18: return launch<F, NT, 2, 6, 4, 4>(p, stream);
-      default: return launch<F, NT, 1, 2, 4, 6>(p, stream);  // 19
+      case 19: return launch<F, NT, 1, 2, 4, 6>(p, stream);
+      default: return launch<F, NT, 2, 4, 4, 5, 0, true>(p, stream);  // 21
     }
   };
   const bool two = a.m > 8;
