@@ -356,52 +356,54 @@ int default_tuning(bool fp8, int n_tiles, int nt) {
   return fp8 ? 4 : 21;                                  // 4 warps per block
 }
 
-// Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit.
+// Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit
+// (16 code bytes: rows g and g + 8). Codes become f16x2 pairs with the decode kernel's bit tricks (NVFP4:
+// e2m1 * 2^-14 exactly; FP8: the e4m3 value, times 2^-8 below sm_89), then one fp32 multiply by the scale with
+// the power of two folded in (the same single rounding as e2m1 * (e4m3 * global) in fp32) and one rounding to
+// fp16. Memory-bound: it writes 2 bytes per weight.
 template <bool kFp8>
 __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float gscale, float tscale,
-                               const float* chs, int n, int k, int kblocks, int tile0, int tiles, int row0,
-                               __half* out) {
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (unit >= static_cast<int64_t>(tiles) * kblocks * 32) return;
-  const int lane = unit % 32;
-  const int kb = (unit / 32) % kblocks;
-  const int tile = tile0 + static_cast<int>(unit / (32 * kblocks));
+                               const float* chs, int n, int k, int kblocks, int tile0, int row0, __half* out) {
+  // grid: (k-block units of a tile / block size, tiles); 32-bit index math only.
+  const int in_tile = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (in_tile >= kblocks * 32) return;
+  const int lane = in_tile & 31;
+  const int kb = in_tile >> 5;
+  const int tile = tile0 + static_cast<int>(blockIdx.y);
   const size_t gunit = (static_cast<size_t>(tile) * kblocks + kb) * 32 + lane;
   const uint4 w = codes[gunit];
   const int g = lane >> 2;
   const int t = lane & 3;
-  uint32_t words[4] = {w.x, w.y, w.z, w.w};
-  if constexpr (!kFp8) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) words[i] = nvfp4_sm80_unplace(words[i]);  // back to checkpoint nibble order
-  }
+  const uint32_t words[4] = {w.x, w.y, w.z, w.w};
   const uint32_t sc = kFp8 ? 0u : scales[gunit];
+  auto scaled = [](uint32_t pair, float s) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&pair));
+    const __half2 h = __floats2half2_rn(f.x * s, f.y * s);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  };
   for (int h = 0; h < 2; ++h) {
     const int row = tile * 16 + g + 8 * h;
     if (row >= n) continue;
     __half* orow = out + static_cast<size_t>(row - row0) * k;
     if constexpr (!kFp8) {
-      const float s = detail::e4m3_value((sc >> (8 * h)) & 0xFF) * gscale;
       const int kbase = kb * 64 + t * 16;
       if (kbase >= k) continue;
-      uint32_t pairs[8];
-      for (int b = 0; b < 8; ++b) {
-        const uint32_t byte = (words[2 * h + b / 4] >> (8 * (b % 4))) & 0xFF;
-        pairs[b] = detail::half2_bits(detail::e2m1_value(byte & 0xF) * s, detail::e2m1_value(byte >> 4) * s);
-      }
+      const float s = detail::e4m3_value((sc >> (8 * h)) & 0xFF) * gscale * 16384.0f;  // undoes the 2^-14
       uint4* dst = reinterpret_cast<uint4*>(orow + kbase);
-      dst[0] = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
-      dst[1] = make_uint4(pairs[4], pairs[5], pairs[6], pairs[7]);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const uint32_t v = words[2 * h + i];  // k = kbase + 8i .. + 8i + 7, byte q = k pair 2q, 2q + 1
+        dst[i] = make_uint4(scaled(nvfp4_sm80_pair<0>(v), s), scaled(nvfp4_sm80_pair<1>(v), s),
+                            scaled(nvfp4_sm80_pair<2>(v), s), scaled(nvfp4_sm80_pair<3>(v), s));
+      }
     } else {
-      const float s = tscale * (chs != nullptr ? chs[row] : 1.0f);
       const int kbase = kb * 32 + t * 8;
       if (kbase >= k) continue;
-      uint32_t pairs[4];
-      for (int b = 0; b < 4; ++b) {
-        const uint32_t word = words[2 * h + b / 2] >> (16 * (b % 2));
-        pairs[b] = detail::half2_bits(detail::e4m3_value(word & 0xFF) * s, detail::e4m3_value((word >> 8) & 0xFF) * s);
-      }
-      *reinterpret_cast<uint4*>(orow + kbase) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+      const float s = tscale * (chs != nullptr ? chs[row] : 1.0f) * (kFp8DecodeScale == 1.0f ? 256.0f : 1.0f);
+      const uint32_t lo = words[2 * h];
+      const uint32_t hi = words[2 * h + 1];
+      *reinterpret_cast<uint4*>(orow + kbase) = make_uint4(scaled(fp8_pair_fast<0>(lo), s), scaled(fp8_pair_fast<1>(lo), s),
+                                                           scaled(fp8_pair_fast<0>(hi), s), scaled(fp8_pair_fast<1>(hi), s));
     }
   }
 }
@@ -484,25 +486,26 @@ KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t row
   if (row0 % 16 != 0 || rows <= 0 || row0 + rows > w.n) return VS_KERNEL_FAIL(kBadShape, "sm80::dequantize_f16: bad row range");
   const bool fp8 = w.codec == WeightCodec::kFp8;
   const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
-  const int tile0 = static_cast<int>(row0 / 16);
-  const int tiles = static_cast<int>((rows + 15) / 16);
-  const int64_t units = static_cast<int64_t>(tiles) * kblocks * 32;
   const int threads = 256;
-  const unsigned blocks = static_cast<unsigned>((units + threads - 1) / threads);
+  const unsigned x_blocks = static_cast<unsigned>((kblocks * 32 + threads - 1) / threads);
   auto s = static_cast<cudaStream_t>(stream);
   const int n_lim = static_cast<int>(row0 + rows);
-  if (fp8) {
-    dequant_kernel<true><<<blocks, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes), nullptr, 1.0f,
+  const int first_tile = static_cast<int>(row0 / 16);
+  const int end_tile = static_cast<int>((row0 + rows + 15) / 16);
+  for (int tile0 = first_tile; tile0 < end_tile; tile0 += 65535) {  // grid.y <= 65535 tiles per launch
+    const dim3 grid(x_blocks, static_cast<unsigned>(std::min(end_tile - tile0, 65535)));
+    if (fp8) {
+      dequant_kernel<true><<<grid, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes), nullptr, 1.0f,
                                                     w.tensor_scale, w.channel_scales, n_lim, static_cast<int>(w.k),
-                                                    kblocks, tile0, tiles, static_cast<int>(row0),
-                                                    static_cast<__half*>(out_f16));
-  } else {
-    dequant_kernel<false><<<blocks, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes),
+                                                    kblocks, tile0, static_cast<int>(row0), static_cast<__half*>(out_f16));
+    } else {
+      dequant_kernel<false><<<grid, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes),
                                                      reinterpret_cast<const uint16_t*>(w.scales), w.global_scale,
                                                      1.0f, nullptr, n_lim, static_cast<int>(w.k), kblocks, tile0,
-                                                     tiles, static_cast<int>(row0), static_cast<__half*>(out_f16));
+                                                     static_cast<int>(row0), static_cast<__half*>(out_f16));
+    }
+    VS_CUDA_TRY(cudaGetLastError());
   }
-  VS_CUDA_TRY(cudaGetLastError());
   return KernelStatus::Ok();
 }
 
