@@ -346,14 +346,14 @@ int device_major() {
 // reproduces plain decoding (1 token). Tested by "decode is batch invariant".
 int default_tuning(bool fp8, int n_tiles, int nt) {
   // H200 sweeps, 2026-11-30 (bench/RESULTS.md): per shape the pair with the best weighted mean over M = 1, 8
-  // (0.35 each) and 16 (0.3). Few tiles: 16 warps split k (v7). 256-527 tiles: 8-warp blocks, one tile, ring 3,
-  // 3 blocks/SM (v10; NVFP4 at nt = 2: two tiles, ring 4, 2 blocks/SM, v15). 528-1023: 4-warp blocks, one tile,
-  // ring 2, 6 blocks/SM (v19; nt = 2: two tiles, ring 6, 3 blocks/SM, v11). >= 1024: 4-warp blocks, two tiles,
-  // ring 4, 5 blocks/SM (v4; NVFP4 as v21, which loads x right before use at nt = 2: fewer live registers).
+  // (0.35 each) and 16 (0.3). Few tiles: 16 warps split k (v7). 256-527 tiles: 8-warp blocks, one tile, 3
+  // blocks/SM (FP8 ring 3, v10; NVFP4 ring 2 with x loaded at use for two token tiles, v22). 528-1023: 4-warp
+  // blocks, one tile, ring 2, 6 blocks/SM (v19; nt = 2: two tiles, ring 6, 3 blocks/SM, v11). >= 1024: 4-warp
+  // blocks, two tiles, ring 4, 5 blocks/SM (v4; NVFP4 as v21, x loaded at use for two token tiles).
   if (n_tiles < 256) return 7;
-  if (n_tiles < 528) return nt == 1 || fp8 ? 10 : 15;  // 8 warps per block
-  if (n_tiles < 1024) return nt == 1 ? 19 : 11;         // 4 warps per block
-  return fp8 ? 4 : 21;                                  // 4 warps per block
+  if (n_tiles < 528) return fp8 ? 10 : 22;       // 8 warps per block
+  if (n_tiles < 1024) return nt == 1 ? 19 : 11;  // 4 warps per block
+  return fp8 ? 4 : 21;                           // 4 warps per block
 }
 
 // Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit
@@ -433,8 +433,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // (ring), warps per block (they split k) and resident blocks per SM asked of the register allocator.
   //   1: R1 ring4 w8 b2    2: R1 ring3 w8 b4    4: R2 ring4 w4 b5    5: R1 ring4 w4 b5    6: R1 ring2 w8 b4
   //   7: R1 ring4 w16 b1   8: R1 ring4 w4 b4    9: R2 ring4 w4 b4   10: R1 ring3 w8 b3   11: R2 ring6 w4 b3
-  //  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6   21: as 4, x loaded at use
-  //  for two token tiles
+  //  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6
+  //  21 / 22: as 4 / R1 ring2 w8 b3, with x loaded right before use for two token tiles
   // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. The defaults
   // (default_tuning) come from the H200 sweep of 2026-11-30 (bench/RESULTS.md). Removed after measuring slower on
   // every 27B shape: persistent grids with a block barrier per tile, a k split over blocks (atomic adds, or a
@@ -442,8 +442,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // bench/RESULTS.md).
   int tuning = a.tuning;
   if (tuning == 0) tuning = default_tuning(fp8, p.n_tiles, a.m > 8 ? 2 : 1);
-  if (tuning < 1 || tuning > 21 || tuning == 3 || tuning == 14 || tuning == 16 || tuning == 20) {
-    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19 or 21");
+  if (tuning < 1 || tuning > 22 || tuning == 3 || tuning == 14 || tuning == 16 || tuning == 20) {
+    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21 or 22");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
@@ -469,7 +469,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
       case 17: return launch<F, NT, 2, 4, 8, 3>(p, stream);
       case 18: return launch<F, NT, 2, 6, 4, 4>(p, stream);
       case 19: return launch<F, NT, 1, 2, 4, 6>(p, stream);
-      default: return launch<F, NT, 2, 4, 4, 5, 0, true>(p, stream);  // 21
+      case 21: return launch<F, NT, 2, 4, 4, 5, 0, true>(p, stream);
+      default: return launch<F, NT, 1, 2, 8, 3, 0, true>(p, stream);  // 22
     }
   };
   const bool two = a.m > 8;
