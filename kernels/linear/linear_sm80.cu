@@ -383,20 +383,37 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
   };
   for (int h = 0; h < 2; ++h) {
     const int row = tile * 16 + g + 8 * h;
-    if (row >= n) continue;
     __half* orow = out + static_cast<size_t>(row - row0) * k;
     if constexpr (!kFp8) {
-      const int kbase = kb * 64 + t * 16;
-      if (kbase >= k) continue;
+      // Lane t holds k [16t, 16t + 16) of the row's 64-wide k-block as two 16-byte pieces (pieces 2t, 2t + 1 of 8).
+      // The 4 lanes of the row swap pieces so that each store instruction writes 64 contiguous bytes of the row
+      // (lane t stores piece t, then piece 4 + t) instead of 16-byte pieces 32 bytes apart: full sectors.
       const float s = detail::e4m3_value((sc >> (8 * h)) & 0xFF) * gscale * 16384.0f;  // undoes the 2^-14
-      uint4* dst = reinterpret_cast<uint4*>(orow + kbase);
+      uint4 piece[2];
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const uint32_t v = words[2 * h + i];  // k = kbase + 8i .. + 8i + 7, byte q = k pair 2q, 2q + 1
-        dst[i] = make_uint4(scaled(nvfp4_sm80_pair<0>(v), s), scaled(nvfp4_sm80_pair<1>(v), s),
-                            scaled(nvfp4_sm80_pair<2>(v), s), scaled(nvfp4_sm80_pair<3>(v), s));
+        const uint32_t v = words[2 * h + i];  // k = 16t + 8i .. + 7, byte q = k pair 2q, 2q + 1
+        piece[i] = make_uint4(scaled(nvfp4_sm80_pair<0>(v), s), scaled(nvfp4_sm80_pair<1>(v), s),
+                              scaled(nvfp4_sm80_pair<2>(v), s), scaled(nvfp4_sm80_pair<3>(v), s));
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int q = 4 * half + t;  // piece this lane stores: from lane 2 * half + t / 2, its piece t % 2
+        const int src = (lane & ~3) | (2 * half + (t >> 1));
+        uint4 a, b;
+        a.x = __shfl_sync(0xffffffffu, piece[0].x, src);
+        a.y = __shfl_sync(0xffffffffu, piece[0].y, src);
+        a.z = __shfl_sync(0xffffffffu, piece[0].z, src);
+        a.w = __shfl_sync(0xffffffffu, piece[0].w, src);
+        b.x = __shfl_sync(0xffffffffu, piece[1].x, src);
+        b.y = __shfl_sync(0xffffffffu, piece[1].y, src);
+        b.z = __shfl_sync(0xffffffffu, piece[1].z, src);
+        b.w = __shfl_sync(0xffffffffu, piece[1].w, src);
+        const int kq = kb * 64 + 8 * q;
+        if (row < n && kq < k) *reinterpret_cast<uint4*>(orow + kq) = (t & 1) ? b : a;
       }
     } else {
+      if (row >= n) continue;
       const int kbase = kb * 32 + t * 8;
       if (kbase >= k) continue;
       const float s = tscale * (chs != nullptr ? chs[row] : 1.0f) * (kFp8DecodeScale == 1.0f ? 256.0f : 1.0f);
