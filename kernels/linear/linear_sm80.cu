@@ -8,6 +8,7 @@
 // B (a sum does not care), which lets B come from one contiguous 32-byte run of x per lane and token.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "linear/linear.h"
@@ -159,9 +160,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.0f;
 
-  // Software pipeline over this warp's k-blocks kb_j = warp + j * kWarps: a ring of kRing weight loads is
-  // always in flight (slot u is refilled with step j + kRing as soon as step j consumed it), and the
-  // activations of step j + 1 are loaded while step j computes. Addresses advance by compile-time strides.
+  // Software pipeline over this warp's k-blocks kb_j = warp + j * kWarps: kRing weight loads are always in
+  // flight ahead of the step being computed, and the activations of step j + 1 are loaded while step j computes
+  // (LATE_X2: at step j). Addresses advance by compile-time strides.
   constexpr int kRing = RING / R;
   constexpr int kWStep = kWarps * 32;                 // uint4 / scale units between a warp's k-blocks
   constexpr int kXStep = kWarps * kKPerBlock;         // halves between a warp's k-blocks
