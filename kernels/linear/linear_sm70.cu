@@ -12,6 +12,8 @@
 // i.e. one weight pass.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "linear/linear.h"
 #include "linear/linear_device.cuh"
 
@@ -192,13 +194,13 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
 
 template <bool kFp8>
 __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float gscale, float tscale,
-                               const float* chs, int n, int k, int kblocks, int tile0, int tiles, int row0,
-                               __half* out) {
-  const int64_t unit = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (unit >= static_cast<int64_t>(tiles) * kblocks * 32) return;
-  const int lane = unit % 32;
-  const int kb = (unit / 32) % kblocks;
-  const int tile = tile0 + static_cast<int>(unit / (32 * kblocks));
+                               const float* chs, int n, int k, int kblocks, int tile0, int row0, __half* out) {
+  // grid: (k-block units of a tile / block size, tiles); 32-bit index math only.
+  const int in_tile = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (in_tile >= kblocks * 32) return;
+  const int lane = in_tile & 31;
+  const int kb = in_tile >> 5;
+  const int tile = tile0 + static_cast<int>(blockIdx.y);
   const int row = tile * 32 + 8 * ((lane >> 2) & 3) + (lane & 3) + 4 * (lane >> 4);
   if (row >= n) return;
   const size_t gunit = (static_cast<size_t>(tile) * kblocks + kb) * 32 + lane;
@@ -209,9 +211,12 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
     const uint32_t sc = scales[gunit];
     const int kbase = kb * 32;
     if (kbase >= k) return;
+    const float s_lo = detail::e4m3_value(sc & 0xFF) * gscale;  // bytes 0..7 (k 0..15 of the k-block)
+    const float s_hi = detail::e4m3_value((sc >> 8) & 0xFF) * gscale;
     uint32_t pairs[16];
+#pragma unroll
     for (int b = 0; b < 16; ++b) {
-      const float s = detail::e4m3_value((sc >> (8 * (b / 8))) & 0xFF) * gscale;
+      const float s = b < 8 ? s_lo : s_hi;
       const uint32_t byte = (words[b / 4] >> (8 * (b % 4))) & 0xFF;
       pairs[b] = detail::half2_bits(detail::e2m1_value(byte & 0xF) * s, detail::e2m1_value(byte >> 4) * s);
     }
@@ -271,25 +276,26 @@ KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t row
   if (row0 % 32 != 0 || rows <= 0 || row0 + rows > w.n) return VS_KERNEL_FAIL(kBadShape, "sm70::dequantize_f16: bad row range");
   const bool fp8 = w.codec == WeightCodec::kFp8;
   const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 15) / 16);
-  const int tile0 = static_cast<int>(row0 / 32);
-  const int tiles = static_cast<int>((rows + 31) / 32);
-  const int64_t units = static_cast<int64_t>(tiles) * kblocks * 32;
   const int threads = 256;
-  const unsigned blocks = static_cast<unsigned>((units + threads - 1) / threads);
+  const unsigned x_blocks = static_cast<unsigned>((kblocks * 32 + threads - 1) / threads);
   auto s = static_cast<cudaStream_t>(stream);
   const int n_lim = static_cast<int>(row0 + rows);
-  if (fp8) {
-    dequant_kernel<true><<<blocks, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes), nullptr, 1.0f,
+  const int first_tile = static_cast<int>(row0 / 32);
+  const int end_tile = static_cast<int>((row0 + rows + 31) / 32);
+  for (int tile0 = first_tile; tile0 < end_tile; tile0 += 65535) {  // grid.y <= 65535 tiles per launch
+    const dim3 grid(x_blocks, static_cast<unsigned>(std::min(end_tile - tile0, 65535)));
+    if (fp8) {
+      dequant_kernel<true><<<grid, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes), nullptr, 1.0f,
                                                     w.tensor_scale, w.channel_scales, n_lim, static_cast<int>(w.k),
-                                                    kblocks, tile0, tiles, static_cast<int>(row0),
-                                                    static_cast<__half*>(out_f16));
-  } else {
-    dequant_kernel<false><<<blocks, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes),
+                                                    kblocks, tile0, static_cast<int>(row0), static_cast<__half*>(out_f16));
+    } else {
+      dequant_kernel<false><<<grid, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes),
                                                      reinterpret_cast<const uint16_t*>(w.scales), w.global_scale,
                                                      1.0f, nullptr, n_lim, static_cast<int>(w.k), kblocks, tile0,
-                                                     tiles, static_cast<int>(row0), static_cast<__half*>(out_f16));
+                                                     static_cast<int>(row0), static_cast<__half*>(out_f16));
+    }
+    VS_CUDA_TRY(cudaGetLastError());
   }
-  VS_CUDA_TRY(cudaGetLastError());
   return KernelStatus::Ok();
 }
 
