@@ -301,165 +301,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   }
 }
 
-// Staged variant of decode_kernel (same block shape, same k split over warps, same sums in the same order, so
-// batch invariance and results are unchanged): each warp streams its weights through its own ring of STAGES
-// slots in shared memory with cp.async (STAGES - 1 units in flight, no registers held for them) and reads back
-// only what its own lanes copied, so no barrier is needed until the final reduction.
-constexpr int kStageUnitBytes = 512 + 128;  // codes (32 lanes x 16 B) + scales (32 lanes x 4 B, pairs duplicated)
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-template <bool kFp8, int NT, int R, int STAGES, int WARPS, int MINB, bool LATE_X2 = false>
-__global__ void __launch_bounds__(WARPS * 32, MINB) staged_kernel(Params p) {
-  constexpr int kOut = R * NT * 128;
-  constexpr int kRingBytes = WARPS * STAGES * R * kStageUnitBytes;
-  static_assert(kRingBytes >= WARPS * kOut * 4, "the reduction reuses the ring");
-  __shared__ __align__(16) unsigned char smem[kRingBytes];
-  const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
-  const int g = lane >> 2;
-  const int t = lane & 3;
-  const int tile0 = static_cast<int>(blockIdx.x) * R;
-  constexpr int kKPerBlock = kFp8 ? 32 : 64;
-  constexpr int kKPerLane = kFp8 ? 8 : 16;
-  constexpr int kWStep = WARPS * 32;
-  constexpr int kXStep = WARPS * kKPerBlock;
-  const int cnt = p.kblocks > warp ? (p.kblocks - warp + WARPS - 1) / WARPS : 0;
-  const size_t tstride = static_cast<size_t>(p.kblocks) * 32;
-  const size_t wofs = (static_cast<size_t>(tile0) * p.kblocks + warp) * 32 + lane;
-  size_t tofs[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) tofs[r] = (tile0 + r < p.n_tiles ? r : p.n_tiles - 1 - tile0) * tstride;
-  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + warp * STAGES * R * kStageUnitBytes;
-  const unsigned char* ring_ptr = smem + warp * STAGES * R * kStageUnitBytes;
-  auto issue = [&](int j) {  // unit j of this warp into slot j % STAGES; always one commit group
-    if (j < cnt) {
-      const uint32_t slot = ring + (j % STAGES) * R * kStageUnitBytes;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const size_t idx = wofs + tofs[r] + static_cast<size_t>(j) * kWStep;
-        cp_async16(slot + r * kStageUnitBytes + lane * 16, p.codes + idx);
-        if (!kFp8) cp_async4(slot + r * kStageUnitBytes + 512 + lane * 4, p.scales + (idx & ~size_t{1}));
-      }
-    }
-    cp_async_commit();
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) issue(s);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-  const __half* xptr[NT];
-  int xlim[NT];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt) {
-    const int tok = nt * 8 + g;
-    const int k0 = warp * kKPerBlock + t * kKPerLane;
-    xptr[nt] = p.x + static_cast<size_t>(tok < p.m ? tok : 0) * p.k + k0;
-    xlim[nt] = tok < p.m && p.k > k0 ? (p.k - k0 + kXStep - 1) / kXStep : 0;
-  }
-  auto load_x = [&](int j, uint32_t (&xw)[NT][8]) {
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      uint4 v0 = make_uint4(0, 0, 0, 0), v1 = make_uint4(0, 0, 0, 0);
-      if (j < xlim[nt]) {
-        v0 = detail::ld_x(xptr[nt] + static_cast<size_t>(j) * kXStep);
-        if (!kFp8) v1 = detail::ld_x(xptr[nt] + static_cast<size_t>(j) * kXStep + 8);
-      }
-      xw[nt][0] = v0.x; xw[nt][1] = v0.y; xw[nt][2] = v0.z; xw[nt][3] = v0.w;
-      xw[nt][4] = v1.x; xw[nt][5] = v1.y; xw[nt][6] = v1.z; xw[nt][7] = v1.w;
-    }
-  };
-  float acc[R][NT][4];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[r][nt][c] = 0.0f;
-  constexpr bool kXAhead = !(LATE_X2 && NT == 2);
-  uint32_t xa[NT][8], xb[NT][8];
-  if constexpr (kXAhead) load_x(0, xa);
-  // One step: refill the slot consumed by the previous step, wait for unit j, compute it with x in xc (x of step
-  // j + 1 goes to xn when loaded ahead).
-  auto step = [&](int j, uint32_t (&xc)[NT][8], uint32_t (&xn)[NT][8]) {
-    issue(j + STAGES - 1);
-    cp_async_wait<STAGES - 1>();
-    if constexpr (kXAhead) {
-      load_x(j + 1, xn);
-    } else {
-      load_x(j, xc);
-    }
-    const unsigned char* slot = ring_ptr + (j % STAGES) * R * kStageUnitBytes;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const uint4 w = *reinterpret_cast<const uint4*>(slot + r * kStageUnitBytes + lane * 16);
-      const uint32_t sc =
-          kFp8 ? 0u : (*reinterpret_cast<const uint32_t*>(slot + r * kStageUnitBytes + 512 + lane * 4) >> (16 * (lane & 1))) & 0xFFFFu;
-      tile_step<kFp8, NT>(acc[r], w, sc, xc);
-    }
-  };
-  int j = 0;
-  for (; j + 1 < cnt; j += 2) {  // two steps per iteration so x alternates between xa and xb without copies
-    step(j, xa, xb);
-    step(j + 1, xb, xa);
-  }
-  if (j < cnt) step(j, xa, xb);
-  cp_async_wait<0>();
-
-  __syncthreads();  // every warp is done with its ring: the space holds the reduction now
-  float* red = reinterpret_cast<float*>(smem);
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
-      *reinterpret_cast<float4*>(&red[warp * kOut + (r * NT + nt) * 128 + lane * 4]) =
-          make_float4(acc[r][nt][0], acc[r][nt][1], acc[r][nt][2], acc[r][nt][3]);
-  __syncthreads();
-  for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < WARPS; ++w) sum += red[w * kOut + o];
-    const int r = o / (NT * 128);
-    const int nt = (o / 128) % NT;
-    const int ln = (o / 4) % 32;
-    const int c = o % 4;
-    const int row = (tile0 + r) * 16 + (ln >> 2) + 8 * (c >> 1);
-    const int tok = nt * 8 + 2 * (ln & 3) + (c & 1);
-    if (row < p.n && tok < p.m) {
-      float v = sum * p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
-      if (p.channel_scales != nullptr) v *= p.channel_scales[row];
-      const size_t idx = static_cast<size_t>(tok) * p.n + row;
-      if (p.y_f32) {
-        static_cast<float*>(p.y)[idx] = v;
-      } else {
-        static_cast<__half*>(p.y)[idx] = __float2half_rn(v);
-      }
-    }
-  }
-}
-
 // Launches a decode kernel, with programmatic dependent launch when p.pdl (sm_90+ devices only).
 template <typename Kernel>
 cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int threads, cudaStream_t stream) {
@@ -484,12 +325,6 @@ template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 
 cudaError_t launch(const Params& p, cudaStream_t stream) {
   const int blocks = (p.n_tiles + R - 1) / R;
   return launch_decode(decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2>, p, blocks, WARPS * 32, stream);
-}
-
-template <bool kFp8, int NT, int R, int STAGES, int WARPS, int MINB, bool LATE_X2 = false>
-cudaError_t launch_staged(const Params& p, cudaStream_t stream) {
-  const int blocks = (p.n_tiles + R - 1) / R;
-  return launch_decode(staged_kernel<kFp8, NT, R, STAGES, WARPS, MINB, LATE_X2>, p, blocks, WARPS * 32, stream);
 }
 
 int device_major() {
@@ -625,7 +460,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   // bench/RESULTS.md).
   int tuning = a.tuning;
   if (tuning == 0) tuning = default_tuning(fp8, p.n_tiles, a.m > 8 ? 2 : 1);
-  if (tuning < 1 || tuning > 26 || tuning == 3 || tuning == 14 || tuning == 16 || tuning == 20) {
+  if (tuning < 1 || tuning > 22 || tuning == 3 || tuning == 14 || tuning == 16 || tuning == 20) {
     return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21 or 22");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
@@ -653,11 +488,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
       case 18: return launch<F, NT, 2, 6, 4, 4>(p, stream);
       case 19: return launch<F, NT, 1, 2, 4, 6>(p, stream);
       case 21: return launch<F, NT, 2, 4, 4, 5, 0, true>(p, stream);
-      case 22: return launch<F, NT, 1, 2, 8, 3, 0, true>(p, stream);
-      case 23: return launch_staged<F, NT, 1, 8, 8, 3, true>(p, stream);
-      case 24: return launch_staged<F, NT, 2, 6, 4, 5, true>(p, stream);
-      case 25: return launch_staged<F, NT, 1, 6, 4, 6>(p, stream);
-      default: return launch_staged<F, NT, 1, 8, 8, 3>(p, stream);  // 26
+      default: return launch<F, NT, 1, 2, 8, 3, 0, true>(p, stream);  // 22
     }
   };
   const bool two = a.m > 8;
