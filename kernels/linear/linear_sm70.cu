@@ -12,8 +12,7 @@
 // i.e. one weight pass.
 #include <cuda_runtime.h>
 
-#include <algorithm>
-
+#include "linear/dequant_launch.cuh"
 #include "linear/linear.h"
 #include "linear/linear_device.cuh"
 
@@ -276,27 +275,8 @@ KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t row
   if (row0 % 32 != 0 || rows <= 0 || row0 + rows > w.n) return VS_KERNEL_FAIL(kBadShape, "sm70::dequantize_f16: bad row range");
   const bool fp8 = w.codec == WeightCodec::kFp8;
   const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 15) / 16);
-  const int threads = 256;
-  const unsigned x_blocks = static_cast<unsigned>((kblocks * 32 + threads - 1) / threads);
-  auto s = static_cast<cudaStream_t>(stream);
-  const int n_lim = static_cast<int>(row0 + rows);
-  const int first_tile = static_cast<int>(row0 / 32);
-  const int end_tile = static_cast<int>((row0 + rows + 31) / 32);
-  for (int tile0 = first_tile; tile0 < end_tile; tile0 += 65535) {  // grid.y <= 65535 tiles per launch
-    const dim3 grid(x_blocks, static_cast<unsigned>(std::min(end_tile - tile0, 65535)));
-    if (fp8) {
-      dequant_kernel<true><<<grid, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes), nullptr, 1.0f,
-                                                    w.tensor_scale, w.channel_scales, n_lim, static_cast<int>(w.k),
-                                                    kblocks, tile0, static_cast<int>(row0), static_cast<__half*>(out_f16));
-    } else {
-      dequant_kernel<false><<<grid, threads, 0, s>>>(reinterpret_cast<const uint4*>(w.codes),
-                                                     reinterpret_cast<const uint16_t*>(w.scales), w.global_scale,
-                                                     1.0f, nullptr, n_lim, static_cast<int>(w.k), kblocks, tile0,
-                                                     static_cast<int>(row0), static_cast<__half*>(out_f16));
-    }
-    VS_CUDA_TRY(cudaGetLastError());
-  }
-  return KernelStatus::Ok();
+  return detail::launch_dequant(fp8 ? dequant_kernel<true> : dequant_kernel<false>, w, 32, kblocks, row0, rows,
+                                out_f16, stream);
 }
 
 }  // namespace voltserve::kernels::sm70
