@@ -125,6 +125,23 @@ struct Row {
 struct Weights {
   std::vector<void*> codes, scales;
   size_t code_bytes = 0, scale_bytes = 0;
+  WeightCodec codec = WeightCodec::kNvfp4;
+  KernelFamily fam = KernelFamily::kSm80;
+  int64_t n = 0, k = 0;
+  // Copy i (mod the number of copies; the benchmark rotates through them so L2 holds none).
+  PackedWeightView view(int i) const {
+    const size_t c = static_cast<size_t>(i) % codes.size();
+    PackedWeightView v;
+    v.codec = codec;
+    v.family = fam;
+    v.n = n;
+    v.k = k;
+    v.codes = static_cast<const uint8_t*>(codes[c]);
+    v.scales = scale_bytes ? static_cast<const uint8_t*>(scales[c]) : nullptr;
+    v.global_scale = 1.0f / 2048.0f;
+    v.tensor_scale = 0.01f;
+    return v;
+  }
   ~Weights() {
     for (void* p : codes) cudaFree(p);
     for (void* p : scales) cudaFree(p);
@@ -132,6 +149,10 @@ struct Weights {
 };
 
 void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, int64_t n, int64_t k, size_t l2) {
+  w.codec = codec;
+  w.fam = fam;
+  w.n = n;
+  w.k = k;
   const int tr = fam == KernelFamily::kSm70 ? 32 : 16;
   const int kbb = fam == KernelFamily::kSm70 ? 16 : 32;
   const int64_t rb = codec == WeightCodec::kNvfp4 ? k / 2 : k;
@@ -247,16 +268,7 @@ int main(int argc, char** argv) {
             a.stream = s;
             a.tuning = tuning;
             const double us = median_us_graph(s, std::max(copies, 8), 15, [&](int i) {
-              PackedWeightView v;
-              v.codec = codec;
-              v.family = KernelFamily::kSm80;
-              v.n = sh.n;
-              v.k = sh.k;
-              v.codes = static_cast<const uint8_t*>(w.codes[i % copies]);
-              v.scales = w.scale_bytes ? static_cast<const uint8_t*>(w.scales[i % copies]) : nullptr;
-              v.global_scale = 1.0f / 2048.0f;
-              v.tensor_scale = 0.01f;
-              if (!linear_forward(v, a).ok()) std::exit(1);
+              if (!linear_forward(w.view(i), a).ok()) std::exit(1);
             });
             const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
             std::printf("  v%d/%c %5.1fus %4.1f%%", tuning, vk[1] == 1 ? 'o' : 'p', us, 100.0 * gbs / ceiling_gbs);
@@ -279,25 +291,13 @@ int main(int argc, char** argv) {
         std::vector<int64_t> fam_ms = ms;
         if (fam == KernelFamily::kSm70 && cc >= 80) fam_ms = {1, 8, 16};
         for (int64_t m : fam_ms) {
-          auto view = [&](int i) {
-            PackedWeightView v;
-            v.codec = codec;
-            v.family = fam;
-            v.n = sh.n;
-            v.k = sh.k;
-            v.codes = static_cast<const uint8_t*>(w.codes[i % copies]);
-            v.scales = w.scale_bytes ? static_cast<const uint8_t*>(w.scales[i % copies]) : nullptr;
-            v.global_scale = 1.0f / 2048.0f;
-            v.tensor_scale = 0.01f;
-            return v;
-          };
           LinearArgs a;
           a.x = x;
           a.m = m;
           a.y = y;
           a.stream = s;
           const double us = median_us_graph(s, std::max(copies, 8), 21, [&](int i) {
-            const KernelStatus st = linear_forward(view(i), a);
+            const KernelStatus st = linear_forward(w.view(i), a);
             if (!st.ok()) {
               std::fprintf(stderr, "bench_linear: linear_forward: %s (%s:%d)\n", st.message, st.file, st.line);
               std::exit(1);
@@ -331,15 +331,7 @@ int main(int argc, char** argv) {
         if (quick && m == 2048) continue;
         Weights w;
         make_weights(w, codec, fams[0], sh.n, sh.k, 0);
-        PackedWeightView v;
-        v.codec = codec;
-        v.family = fams[0];
-        v.n = sh.n;
-        v.k = sh.k;
-        v.codes = static_cast<const uint8_t*>(w.codes[0]);
-        v.scales = w.scale_bytes ? static_cast<const uint8_t*>(w.scales[0]) : nullptr;
-        v.global_scale = 1.0f / 2048.0f;
-        v.tensor_scale = 0.01f;
+        const PackedWeightView v = w.view(0);
         LinearArgs a;
         a.x = x;
         a.m = m;
