@@ -106,7 +106,7 @@ class ChatSession final : public GenerationSession {
     }
   }
 
-  Json run_to_completion() {
+  Json run_to_completion() override {
     run_until_finished();
     Json choices = Json::array();
     for (int i = 0; i < request_.options.n; ++i) {
@@ -276,14 +276,10 @@ void handle_chat_completions(ServerContext& ctx, const std::string& body, const 
     Status s = generation->submit(i, make_engine_request(ctx, record->id(), i, prepared.prompt_ids, request.options));
     if (!s.is_ok()) throw openai::api_error_from_status(s, s.code() == StatusCode::kOutOfRange ? "messages" : "");
   }
-  bool stream = request.options.stream;
-  auto session = std::make_shared<ChatSession>(ctx, record, std::move(request), std::move(prepared), std::move(generation));
-  if (stream) {
-    record->defer();
-    start_sse(res, session);
-    return;
-  }
-  res.set_content(openai::dump_json(session->run_to_completion()), "application/json");
+  const bool stream = request.options.stream;
+  respond(res, *record,
+          std::make_shared<ChatSession>(ctx, record, std::move(request), std::move(prepared), std::move(generation)),
+          stream);
 }
 
 }  // namespace voltserve::http

@@ -34,7 +34,7 @@ class CompletionSession final : public GenerationSession {
     }
   }
 
-  Json run_to_completion() {
+  Json run_to_completion() override {
     run_until_finished();
     Json choices = Json::array();
     for (size_t i = 0; i < choices_.size(); ++i) {
@@ -183,15 +183,11 @@ void handle_completions(ServerContext& ctx, const std::string& body, const std::
       if (!s.is_ok()) throw openai::api_error_from_status(s, s.code() == StatusCode::kOutOfRange ? "prompt" : "");
     }
   }
-  bool stream = request.options.stream;
-  auto session = std::make_shared<CompletionSession>(ctx, record, std::move(request), std::move(n_prompt),
-                                                     std::move(generation));
-  if (stream) {
-    record->defer();
-    start_sse(res, session);
-    return;
-  }
-  res.set_content(openai::dump_json(session->run_to_completion()), "application/json");
+  const bool stream = request.options.stream;
+  respond(res, *record,
+          std::make_shared<CompletionSession>(ctx, record, std::move(request), std::move(n_prompt),
+                                              std::move(generation)),
+          stream);
 }
 
 }  // namespace voltserve::http

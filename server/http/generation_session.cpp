@@ -108,4 +108,13 @@ bool GenerationSession::failed_in_engine(const Event& e) {
   return true;
 }
 
+void respond(httplib::Response& res, AccessRecord& record, std::shared_ptr<GenerationSession> session, bool stream) {
+  if (stream) {
+    record.defer();
+    start_sse(res, std::move(session));
+    return;
+  }
+  res.set_content(openai::dump_json(session->run_to_completion()), "application/json");
+}
+
 }  // namespace voltserve::http

@@ -14,6 +14,7 @@
 #include "http/server_context.h"
 #include "http/stream_support.h"
 #include "openai/api_error.h"
+#include "openai/json_body.h"
 #include "openai/responses.h"
 
 namespace voltserve::http {
@@ -24,6 +25,8 @@ class GenerationSession : public StreamSession {
 
   std::string step(bool& done) final;
   void disconnected() final;
+  // Waits for every choice and returns the JSON body of a non-streaming answer (throws the request's ApiError).
+  virtual openai::Json run_to_completion() = 0;
 
  protected:
   using Clock = std::chrono::steady_clock;
@@ -65,5 +68,8 @@ class GenerationSession : public StreamSession {
   bool record_written_ = false;
   Clock::time_point last_token_{};
 };
+
+// Answers with `session`: as an SSE stream (the access record is written when the stream ends) or as one JSON body.
+void respond(httplib::Response& res, AccessRecord& record, std::shared_ptr<GenerationSession> session, bool stream);
 
 }  // namespace voltserve::http
