@@ -293,15 +293,20 @@ def write_tiny_chat(out_root, seed):
     print(f"tiny-chat: vocab {vocab}, eos {[im_end, eot]}, written to {out}")
 
 
+def require_transformers():
+    """Exits unless transformers >= 5.2 (Qwen3.5 classes); one torch thread for reproducible references."""
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    if (major, minor) < (5, 2):
+        sys.exit(f"transformers >= 5.2 is needed (have {transformers.__version__})")
+    torch.set_num_threads(1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(REPO, "tests/fixtures/models"))
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    if (major, minor) < (5, 2):
-        sys.exit(f"transformers >= 5.2 is needed (have {transformers.__version__})")
-    torch.set_num_threads(1)
+    require_transformers()
     os.makedirs(args.out, exist_ok=True)
     for i, (name, (over, opts)) in enumerate(MODELS.items()):
         if args.only and name not in args.only:

@@ -39,7 +39,8 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # The reference computation is the one the BF16 fixtures use.
-from make_fixtures import N_GREEDY, MIN_GREEDY_MARGIN, REPO, check_positions, full_logits, greedy  # noqa: E402
+from make_fixtures import (N_GREEDY, MIN_GREEDY_MARGIN, REPO, check_positions, full_logits, greedy,  # noqa: E402
+                           require_transformers)
 E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 E4M3_MAX = 448.0
 E2M1_MAX = 6.0
@@ -279,10 +280,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "tests/fixtures/models"))
     ap.add_argument("--only", nargs="*")
     args = ap.parse_args()
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    if (major, minor) < (5, 2):
-        sys.exit(f"transformers >= 5.2 is needed (have {transformers.__version__})")
-    torch.set_num_threads(1)
+    require_transformers()
     for name, make in VARIANTS.items():
         if args.only and name not in args.only:
             continue
