@@ -181,15 +181,19 @@ int main(int argc, char** argv) {
   bool sm70_too = true;
   bool sweep = false;
   bool sweep_only = false;
+  bool pf_sweep = false;
+  const char* only = nullptr;  // --sweep / --prefetch-sweep: this shape only
   const char* out_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sm70")) sm70_too = false;
     else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     else if (!std::strcmp(argv[i], "--sweep-only")) sweep = sweep_only = true;
+    else if (!std::strcmp(argv[i], "--prefetch-sweep")) pf_sweep = sweep_only = true;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only] [--out results.tsv]\n");
+      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep] [--only SHAPE] [--out results.tsv]\n");
       return 2;
     }
   }
@@ -248,6 +252,7 @@ int main(int argc, char** argv) {
     // sm80 decode-kernel variants (LinearArgs::tuning) on the shapes that carry most bytes.
     std::printf("\n== sweep: sm80 variants (see sm80::linear_decode for the variants) ==\n");
     for (const Shape& sh : kShapes) {
+      if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
       for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
         if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;
         Weights w;
@@ -276,6 +281,39 @@ int main(int argc, char** argv) {
           std::printf("\n");
           std::fflush(stdout);
         }
+      }
+    }
+  }
+
+  if (pf_sweep && cc >= 80) {
+    // FP8 L2 prefetch budgets (LinearArgs::l2_prefetch_kib; 0 = none), default variant, with programmatic dependent
+    // launch (o) and plain launches (p).
+    std::printf("\n== prefetch sweep: FP8, {o: PDL | p: plain}{l2_prefetch_kib} ==\n");
+    for (const Shape& sh : kShapes) {
+      if (sh.n == 248320 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
+      Weights w;
+      make_weights(w, WeightCodec::kFp8, KernelFamily::kSm80, sh.n, sh.k, l2);
+      const int copies = static_cast<int>(w.codes.size());
+      for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
+        std::printf("%-16s m=%-3lld", sh.name, static_cast<long long>(m));
+        const int configs[][2] = {{1, 0},     {1, 2048}, {1, 4096}, {1, 8192},
+                                  {1, 12288}, {1, 16384}, {2, 0},   {2, 8192}};
+        for (const auto& c : configs) {
+          LinearArgs a;
+          a.overlap = c[0];
+          a.l2_prefetch_kib = c[1];
+          a.x = x;
+          a.m = m;
+          a.y = y;
+          a.stream = s;
+          const double us = median_us_graph(s, std::max(copies, 8), 15, [&](int i) {
+            if (!linear_forward(w.view(i), a).ok()) std::exit(1);
+          });
+          const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
+          std::printf("  %c%d %5.1fus %4.1f%%", c[0] == 1 ? 'o' : 'p', c[1], us, 100.0 * gbs / ceiling_gbs);
+        }
+        std::printf("\n");
+        std::fflush(stdout);
       }
     }
   }

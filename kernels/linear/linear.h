@@ -53,6 +53,9 @@ struct LinearArgs {
   // sm80 decode on sm_90+: 0 = default, 1 = programmatic dependent launch (the kernel issues its first weight
   // loads before waiting for the previous kernel in the stream to finish), 2 = plain launch.
   int overlap = 0;
+  // sm80 decode, FP8 weights: KiB of the weight's first k-blocks (spread over all its tiles) prefetched into L2
+  // before the kernel waits for the previous one. -1 = default (8 MiB), 0 = none. NVFP4 kernels never prefetch.
+  int l2_prefetch_kib = -1;
 };
 
 inline constexpr int64_t kMaxDecodeRows = 16;

@@ -8,6 +8,7 @@
 // B (a sum does not care), which lets B come from one contiguous 32-byte run of x per lane and token.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "linear/dequant_launch.cuh"
@@ -52,8 +53,24 @@ struct Params {
   float out_scale;
   int n, k, m, n_tiles, kblocks;
   bool y_f32;
-  bool pdl;  // launched with programmatic dependent launch (sm_90+)
+  bool pdl;        // launched with programmatic dependent launch (sm_90+)
+  int pf_kblocks;  // FP8: k-blocks of each tile prefetched into L2 before the first wait (0: none)
 };
+
+// Prefetches the first p.pf_kblocks k-blocks (512 bytes each) of each of the block's tiles into L2, one 128-byte
+// line per instruction over the block's threads. Issued with the first weight loads, before waiting for the previous
+// kernel, so that DRAM streams this kernel's weights while the previous one finishes; the register ring alone keeps
+// only kRing steps per warp in flight there. A hint only: no result depends on it.
+template <int R>
+__device__ __forceinline__ void prefetch_tiles_l2(const Params& p, int tile0) {
+  const int tiles = min(R, p.n_tiles - tile0);
+  const int lines = p.pf_kblocks * 4;
+  for (int i = threadIdx.x; i < tiles * lines; i += blockDim.x) {
+    const int r = i / lines;
+    const char* tile = reinterpret_cast<const char*>(p.codes + static_cast<size_t>(tile0 + r) * p.kblocks * 32);
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(tile + (i - r * lines) * 128));
+  }
+}
 
 // Programmatic dependent launch by default on sm_90+ (LinearArgs::overlap = 0).
 constexpr bool kOverlapDefault = true;
@@ -192,7 +209,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if constexpr (ABLATE == 2) {
-        wv[r] = make_uint4(0x12345678u + j, 0x9abcdef0u, 0x0f1e2d3cu, 0x4b5a6978u);
+        // Data the compiler cannot fold (constants would let it precompute most of the decode).
+        const uint32_t h = (static_cast<uint32_t>(p.kblocks) * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0x27D4EB2Fu);
+        wv[r] = make_uint4(h, h * 3u + r, h ^ 0x5bd1e995u, h + 0x165667B1u);
       } else {
         wv[r] = detail::ld_stream(wptr + tofs[r] + ofs);
       }
@@ -222,6 +241,9 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   uint4 ring_w[kSlots][R];
   uint32_t ring_s[kSlots][R];
   uint32_t ring_x[kSlots][NT][8];
+  if constexpr (kFp8) {
+    if (p.pf_kblocks > 0) prefetch_tiles_l2<R>(p, tile0);
+  }
 #pragma unroll
   for (int u = 0; u < kRing; ++u) load_w(std::true_type{}, u, u * kWStep, ring_w[u], ring_s[u]);
   // Programmatic dependent launch (sm_90+, when launched with the attribute; no-ops otherwise): the next kernel
@@ -357,6 +379,12 @@ int default_tuning(bool fp8, int n_tiles, int nt) {
   return fp8 ? 4 : 21;                           // 4 warps per block
 }
 
+// L2 prefetch budget of the FP8 decode kernels (LinearArgs::l2_prefetch_kib = -1): 8 MiB over the whole weight,
+// the best budget on every 27B shape in the H200 sweep of 2026-11-30 (`bench_linear --prefetch-sweep`,
+// bench/RESULTS.md): +2.5 to +6 points of the read ceiling; more than ~12 MiB costs again. NVFP4 kernels do not
+// prefetch: every budget measured slower there (their decode, not DRAM, is the co-bottleneck).
+constexpr int kFp8PrefetchKib = 8192;
+
 // Dequantizes rows [row0, row0 + rows) (row0 a multiple of 16) to fp16 [rows, k]: one thread per lane unit
 // (16 code bytes: rows g and g + 8). Codes become f16x2 pairs with the decode kernel's bit tricks (NVFP4:
 // e2m1 * 2^-14 exactly; FP8: the e4m3 value, times 2^-8 below sm_89), then one fp32 multiply by the scale with
@@ -465,6 +493,12 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
+  if (a.l2_prefetch_kib < -1) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: l2_prefetch_kib must be >= -1");
+  if (fp8) {
+    const int64_t budget = int64_t{1024} * (a.l2_prefetch_kib >= 0 ? a.l2_prefetch_kib : kFp8PrefetchKib);
+    const int64_t kblock_bytes = int64_t{p.n_tiles} * 512;  // one k-block of every tile
+    p.pf_kblocks = static_cast<int>(std::min<int64_t>(p.kblocks, (budget + kblock_bytes - 1) / kblock_bytes));
+  }
   auto stream = static_cast<cudaStream_t>(a.stream);
   cudaError_t err;
   auto go = [&](auto fp8_tag, auto nt_tag) {

@@ -344,6 +344,10 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
     a.tuning = bad;
     CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
   }
+  a.tuning = 0;
+  a.l2_prefetch_kib = -2;
+  auto w8 = make_weight(WeightCodec::kFp8, 32, 64, false, 798);
+  CHECK(linear_forward(w8->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
 }
 
 // Batch invariance: a token's output must not depend on how many other tokens share the launch (speculative
@@ -366,12 +370,13 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
       DeviceBuffer dx(xh.size() * 2), dy(static_cast<size_t>(16 * w->n) * 4);
       REQUIRE((dx.p != nullptr && dy.p != nullptr));
       CUDA_REQUIRE(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
-      auto run = [&](KernelFamily fam, int64_t m, int tuning) {
+      auto run = [&](KernelFamily fam, int64_t m, int tuning, int l2_prefetch_kib = -1) {
         LinearArgs a;
         a.x = dx.p;
         a.m = m;
         a.y = dy.p;
         a.tuning = tuning;
+        a.l2_prefetch_kib = l2_prefetch_kib;
         const KernelStatus st = linear_forward(w->view(fam), a);
         INFO("status " << st.message);
         REQUIRE(st.ok());
@@ -391,6 +396,17 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
           std::printf("linear batch-invariance %s n=%lld k=%lld fam=%s tuning=%d m=%lld vs 16 %s\n", codec_name(codec),
                       static_cast<long long>(w->n), static_cast<long long>(w->k), family_name(fam), tuning,
                       static_cast<long long>(m), same ? "same" : "DIFFERENT");
+          CHECK(same);
+        }
+      }
+      // The FP8 L2 prefetch is a hint: no prefetch, the default budget and the whole weight give the same bits.
+      if (cc >= 80 && codec == WeightCodec::kFp8) {
+        const std::vector<float> y_default = run(KernelFamily::kSm80, 16, 0);
+        for (int kib : {0, 1 << 20}) {
+          const std::vector<float> y = run(KernelFamily::kSm80, 16, 0, kib);
+          const bool same = std::memcmp(y.data(), y_default.data(), y.size() * 4) == 0;
+          std::printf("linear l2-prefetch fp8 n=%lld k=%lld kib=%d vs default %s\n", static_cast<long long>(w->n),
+                      static_cast<long long>(w->k), kib, same ? "same" : "DIFFERENT");
           CHECK(same);
         }
       }
