@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   bool sweep = false;
   bool sweep_only = false;
   bool pf_sweep = false;
-  const char* only = nullptr;  // --sweep / --prefetch-sweep: this shape only
+  const char* only = nullptr;  // --only: this shape only
   const char* out_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
@@ -320,6 +320,7 @@ int main(int argc, char** argv) {
 
   if (sweep_only) return 0;
   for (const Shape& sh : kShapes) {
+    if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;  // lm_head stays NVFP4 (ModelOpt recipe)
       for (KernelFamily fam : fams) {
@@ -363,7 +364,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Big> bigs;
   for (const Shape& sh : kShapes) {
-    if (sh.n == 248320) continue;
+    if (sh.n == 248320 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       for (int64_t m : {int64_t{512}, int64_t{2048}}) {
         if (quick && m == 2048) continue;

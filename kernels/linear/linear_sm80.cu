@@ -410,46 +410,45 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
     const __half2 h = __floats2half2_rn(f.x * s, f.y * s);
     return *reinterpret_cast<const uint32_t*>(&h);
   };
-  for (int h = 0; h < 2; ++h) {
-    const int row = tile * 16 + g + 8 * h;
-    __half* orow = out + static_cast<size_t>(row - row0) * k;
-    if constexpr (!kFp8) {
-      // Lane t holds k [16t, 16t + 16) of the row's 64-wide k-block as two 16-byte pieces (pieces 2t, 2t + 1 of 8).
-      // The 4 lanes of the row swap pieces so that each store instruction writes 64 contiguous bytes of the row
-      // (lane t stores piece t, then piece 4 + t) instead of 16-byte pieces 32 bytes apart: full sectors.
-      const float s = detail::e4m3_value((sc >> (8 * h)) & 0xFF) * gscale * 16384.0f;  // undoes the 2^-14
-      uint4 piece[2];
+  if constexpr (!kFp8) {
+    // Lane t holds k [16t, 16t + 16) of rows g and g + 8 of the 64-wide k-block: words 2h and 2h + 1 are the 8-code
+    // halves of row g + 8h, each one 16-byte piece of fp16 output (pieces 2t, 2t + 1 of the row's 8). So that each
+    // store instruction writes 64 contiguous bytes of a row (full sectors) rather than 16-byte pieces 32 bytes
+    // apart, lane t stores piece t, then piece 4 + t: it takes the code words (and group scales) of the lane that
+    // holds that piece and decodes them itself (5 shuffles per store round instead of moving decoded pieces: 8).
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const uint32_t v = words[2 * h + i];  // k = 16t + 8i .. + 7, byte q = k pair 2q, 2q + 1
-        piece[i] = make_uint4(scaled(nvfp4_sm80_pair<0>(v), s), scaled(nvfp4_sm80_pair<1>(v), s),
-                              scaled(nvfp4_sm80_pair<2>(v), s), scaled(nvfp4_sm80_pair<3>(v), s));
-      }
+    for (int half = 0; half < 2; ++half) {
+      const int q = 4 * half + t;                      // piece this lane stores: word q % 2 of lane q / 2
+      const int src = (lane & ~3) | (q >> 1);
+      uint32_t sw[4];
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int q = 4 * half + t;  // piece this lane stores: from lane 2 * half + t / 2, its piece t % 2
-        const int src = (lane & ~3) | (2 * half + (t >> 1));
-        uint4 a, b;
-        a.x = __shfl_sync(0xffffffffu, piece[0].x, src);
-        a.y = __shfl_sync(0xffffffffu, piece[0].y, src);
-        a.z = __shfl_sync(0xffffffffu, piece[0].z, src);
-        a.w = __shfl_sync(0xffffffffu, piece[0].w, src);
-        b.x = __shfl_sync(0xffffffffu, piece[1].x, src);
-        b.y = __shfl_sync(0xffffffffu, piece[1].y, src);
-        b.z = __shfl_sync(0xffffffffu, piece[1].z, src);
-        b.w = __shfl_sync(0xffffffffu, piece[1].w, src);
-        const int kq = kb * 64 + 8 * q;
-        if (row < n && kq < k) *reinterpret_cast<uint4*>(orow + kq) = (t & 1) ? b : a;
+      for (int i = 0; i < 4; ++i) sw[i] = __shfl_sync(0xffffffffu, words[i], src);
+      const uint32_t ssc = __shfl_sync(0xffffffffu, sc, src);
+      const int kq = kb * 64 + 8 * q;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = tile * 16 + g + 8 * h;
+        const float s = detail::e4m3_value((ssc >> (8 * h)) & 0xFF) * gscale * 16384.0f;  // undoes the 2^-14
+        const uint32_t v = sw[2 * h + (t & 1)];  // k = kq .. kq + 7, byte j = k pair 2j, 2j + 1
+        if (row < n && kq < k) {
+          *reinterpret_cast<uint4*>(out + static_cast<size_t>(row - row0) * k + kq) =
+              make_uint4(scaled(nvfp4_sm80_pair<0>(v), s), scaled(nvfp4_sm80_pair<1>(v), s),
+                         scaled(nvfp4_sm80_pair<2>(v), s), scaled(nvfp4_sm80_pair<3>(v), s));
+        }
       }
-    } else {
-      if (row >= n) continue;
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = tile * 16 + g + 8 * h;
       const int kbase = kb * 32 + t * 8;
-      if (kbase >= k) continue;
+      if (row >= n || kbase >= k) continue;
       const float s = tscale * (chs != nullptr ? chs[row] : 1.0f) * (kFp8DecodeScale == 1.0f ? 256.0f : 1.0f);
       const uint32_t lo = words[2 * h];
       const uint32_t hi = words[2 * h + 1];
-      *reinterpret_cast<uint4*>(orow + kbase) = make_uint4(scaled(fp8_pair_fast<0>(lo), s), scaled(fp8_pair_fast<1>(lo), s),
-                                                           scaled(fp8_pair_fast<0>(hi), s), scaled(fp8_pair_fast<1>(hi), s));
+      *reinterpret_cast<uint4*>(out + static_cast<size_t>(row - row0) * k + kbase) =
+          make_uint4(scaled(fp8_pair_fast<0>(lo), s), scaled(fp8_pair_fast<1>(lo), s), scaled(fp8_pair_fast<0>(hi), s),
+                     scaled(fp8_pair_fast<1>(hi), s));
     }
   }
 }
