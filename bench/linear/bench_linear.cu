@@ -174,6 +174,18 @@ void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, int64_t n, in
   }
 }
 
+// Median µs of one linear_forward over the weight's rotating copies (CUDA-graph replay); exits on an error.
+double time_linear(cudaStream_t s, const Weights& w, const LinearArgs& a, int replays) {
+  const int copies = static_cast<int>(w.codes.size());
+  return median_us_graph(s, std::max(copies, 8), replays, [&](int i) {
+    const KernelStatus st = linear_forward(w.view(i), a);
+    if (!st.ok()) {
+      std::fprintf(stderr, "bench_linear: linear_forward: %s (%s:%d)\n", st.message, st.file, st.line);
+      std::exit(1);
+    }
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -242,6 +254,14 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&y, max_m * 17408 * 4));  // also >= 16 x 248320 x 4 (lm_head, M <= 16)
   const size_t ws_bytes = size_t{1} << 30;
   CK(cudaMalloc(&ws, ws_bytes));
+  auto decode_args = [&](int64_t m) {  // an M <= 16 call on this run's x, y and stream
+    LinearArgs a;
+    a.x = x;
+    a.m = m;
+    a.y = y;
+    a.stream = s;
+    return a;
+  };
   std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   if (quick) ms = {1, 4, 8, 9, 16};
   std::vector<KernelFamily> fams = {KernelFamily::kSm80};
@@ -257,7 +277,6 @@ int main(int argc, char** argv) {
         if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;
         Weights w;
         make_weights(w, codec, KernelFamily::kSm80, sh.n, sh.k, l2);
-        const int copies = static_cast<int>(w.codes.size());
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
           // {tuning, overlap}: tuning 0 = the default pick; overlap 1 = programmatic dependent launch, 2 = plain.
@@ -265,16 +284,10 @@ int main(int argc, char** argv) {
                                      {10, 1}, {11, 1}, {15, 1}, {17, 1}, {18, 1}, {19, 1}, {21, 1}, {22, 1}};
           for (const auto& vk : variants) {
             const int tuning = vk[0];
-            LinearArgs a;
+            LinearArgs a = decode_args(m);
             a.overlap = vk[1];
-            a.x = x;
-            a.m = m;
-            a.y = y;
-            a.stream = s;
             a.tuning = tuning;
-            const double us = median_us_graph(s, std::max(copies, 8), 15, [&](int i) {
-              if (!linear_forward(w.view(i), a).ok()) std::exit(1);
-            });
+            const double us = time_linear(s, w, a, 15);
             const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
             std::printf("  v%d/%c %5.1fus %4.1f%%", tuning, vk[1] == 1 ? 'o' : 'p', us, 100.0 * gbs / ceiling_gbs);
           }
@@ -293,22 +306,15 @@ int main(int argc, char** argv) {
       if (sh.n == 248320 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
       Weights w;
       make_weights(w, WeightCodec::kFp8, KernelFamily::kSm80, sh.n, sh.k, l2);
-      const int copies = static_cast<int>(w.codes.size());
       for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
         std::printf("%-16s m=%-3lld", sh.name, static_cast<long long>(m));
         const int configs[][2] = {{1, 0},     {1, 2048}, {1, 4096}, {1, 8192},
                                   {1, 12288}, {1, 16384}, {2, 0},   {2, 8192}};
         for (const auto& c : configs) {
-          LinearArgs a;
+          LinearArgs a = decode_args(m);
           a.overlap = c[0];
           a.l2_prefetch_kib = c[1];
-          a.x = x;
-          a.m = m;
-          a.y = y;
-          a.stream = s;
-          const double us = median_us_graph(s, std::max(copies, 8), 15, [&](int i) {
-            if (!linear_forward(w.view(i), a).ok()) std::exit(1);
-          });
+          const double us = time_linear(s, w, a, 15);
           const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
           std::printf("  %c%d %5.1fus %4.1f%%", c[0] == 1 ? 'o' : 'p', c[1], us, 100.0 * gbs / ceiling_gbs);
         }
@@ -326,22 +332,10 @@ int main(int argc, char** argv) {
       for (KernelFamily fam : fams) {
         Weights w;
         make_weights(w, codec, fam, sh.n, sh.k, l2);
-        const int copies = static_cast<int>(w.codes.size());
         std::vector<int64_t> fam_ms = ms;
         if (fam == KernelFamily::kSm70 && cc >= 80) fam_ms = {1, 8, 16};
         for (int64_t m : fam_ms) {
-          LinearArgs a;
-          a.x = x;
-          a.m = m;
-          a.y = y;
-          a.stream = s;
-          const double us = median_us_graph(s, std::max(copies, 8), 21, [&](int i) {
-            const KernelStatus st = linear_forward(w.view(i), a);
-            if (!st.ok()) {
-              std::fprintf(stderr, "bench_linear: linear_forward: %s (%s:%d)\n", st.message, st.file, st.line);
-              std::exit(1);
-            }
-          });
+          const double us = time_linear(s, w, decode_args(m), 21);
           const double bytes = static_cast<double>(w.code_bytes + w.scale_bytes) + m * sh.k * 2.0 + m * sh.n * 4.0;
           const double gbs = bytes / (us * 1e3);
           rows.push_back({sh.name, codec, fam, m, us, gbs, 100.0 * gbs / ceiling_gbs,
