@@ -38,4 +38,21 @@ std::vector<int32_t> parse_token_ids(std::string_view command, const std::string
   return ids;
 }
 
+std::unique_ptr<Qwen35Runner> load_single_sequence_runner(std::string_view command, const std::string& model_dir,
+                                                          RunnerOptions opt, int32_t max_context,
+                                                          const std::vector<int32_t>& prompt_ids) {
+  opt.n_slots = 1;
+  opt.max_context = max_context;
+  auto loaded = Qwen35Runner::load(model_dir, opt);
+  if (!loaded.is_ok()) fail(command, loaded.status().to_string(), 1);
+  std::unique_ptr<Qwen35Runner> runner = std::move(*loaded);
+  const int32_t vocab = runner->info().vocab_size;
+  for (int32_t id : prompt_ids) {
+    if (id >= vocab) {
+      fail(command, "bad --ids: token id " + std::to_string(id) + " >= vocab_size " + std::to_string(vocab), 2);
+    }
+  }
+  return runner;
+}
+
 }  // namespace voltserve::cli

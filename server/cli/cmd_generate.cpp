@@ -113,15 +113,9 @@ void run_generate(const GenerateArgs& a) {
   opt.backend = a.backend;
   opt.n_threads = a.threads;
   if (tok) opt.n_vocab_real = tok->vocab_size();  // padding rows past the tokenizer are never sampled
-  opt.n_slots = 1;
-  opt.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
-  auto loaded = Qwen35Runner::load(a.model, opt);
-  if (!loaded.is_ok()) fail(loaded.status().to_string(), 1);
-  Qwen35Runner& runner = **loaded;
-  const int32_t vocab = runner.info().vocab_size;
-  for (int32_t id : prompt_ids) {
-    if (id >= vocab) fail("bad --ids: token id " + std::to_string(id) + " >= vocab_size " + std::to_string(vocab), 2);
-  }
+  const std::unique_ptr<Qwen35Runner> loaded = load_single_sequence_runner(
+      "generate", a.model, opt, static_cast<int32_t>(prompt_ids.size()) + a.max_tokens, prompt_ids);
+  Qwen35Runner& runner = *loaded;
   const std::vector<int32_t> eos = a.ignore_eos ? std::vector<int32_t>{} : runner.info().eos_token_ids;
 
   SamplingParams sp;

@@ -39,15 +39,9 @@ void run_logits(const LogitsArgs& a) {
   RunnerOptions opt;
   opt.backend = a.backend;
   opt.n_threads = a.threads;
-  opt.n_slots = 1;
-  opt.max_context = n;
-  auto loaded = Qwen35Runner::load(a.model, opt);
-  if (!loaded.is_ok()) fail(loaded.status().to_string(), 1);
-  Qwen35Runner& runner = **loaded;
+  const std::unique_ptr<Qwen35Runner> loaded = load_single_sequence_runner("logits", a.model, opt, n, ids);
+  Qwen35Runner& runner = *loaded;
   const int32_t vocab = runner.info().vocab_size;
-  for (int32_t id : ids) {
-    if (id >= vocab) fail("bad --ids: token id " + std::to_string(id) + " >= vocab_size " + std::to_string(vocab), 2);
-  }
 
   std::vector<int32_t> pages(static_cast<size_t>(runner.geometry().n_pages));
   std::iota(pages.begin(), pages.end(), 0);
