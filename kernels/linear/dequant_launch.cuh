@@ -13,6 +13,24 @@
 
 namespace voltserve::kernels::detail {
 
+// The lane unit (16 code bytes) a dequant-kernel thread handles under launch_dequant's grid: its lane and k-block
+// within tile `tile`, and its index in the packed code and scale arrays. False past the tile's units (whole warps,
+// since a tile has 32 units per k-block). 32-bit math except the packed index.
+struct DequantUnit {
+  int lane, kb, tile;
+  size_t index;
+};
+
+__device__ __forceinline__ bool dequant_unit_of_thread(int kblocks, int tile0, DequantUnit& u) {
+  const int in_tile = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (in_tile >= kblocks * 32) return false;
+  u.lane = in_tile & 31;
+  u.kb = in_tile >> 5;
+  u.tile = tile0 + static_cast<int>(blockIdx.y);
+  u.index = (static_cast<size_t>(u.tile) * kblocks + u.kb) * 32 + u.lane;
+  return true;
+}
+
 // codes, scales (NVFP4; nullptr for FP8), global scale (NVFP4), tensor scale and per-channel scales (FP8), rows
 // below n_lim are written, k, k-blocks per tile, first tile of this launch, first row of `out`, out [rows, k].
 using DequantKernel = void (*)(const uint4*, const uint16_t*, float, float, const float*, int, int, int, int, int,

@@ -194,20 +194,17 @@ cudaError_t launch(const Params& p, cudaStream_t stream) {
 template <bool kFp8>
 __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float gscale, float tscale,
                                const float* chs, int n, int k, int kblocks, int tile0, int row0, __half* out) {
-  // grid: (k-block units of a tile / block size, tiles); 32-bit index math only.
-  const int in_tile = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (in_tile >= kblocks * 32) return;
-  const int lane = in_tile & 31;
-  const int kb = in_tile >> 5;
-  const int tile = tile0 + static_cast<int>(blockIdx.y);
-  const int row = tile * 32 + 8 * ((lane >> 2) & 3) + (lane & 3) + 4 * (lane >> 4);
+  detail::DequantUnit u;
+  if (!detail::dequant_unit_of_thread(kblocks, tile0, u)) return;
+  const int lane = u.lane;
+  const int kb = u.kb;
+  const int row = u.tile * 32 + 8 * ((lane >> 2) & 3) + (lane & 3) + 4 * (lane >> 4);
   if (row >= n) return;
-  const size_t gunit = (static_cast<size_t>(tile) * kblocks + kb) * 32 + lane;
-  const uint4 w = codes[gunit];
+  const uint4 w = codes[u.index];
   const uint32_t words[4] = {w.x, w.y, w.z, w.w};
   __half* orow = out + static_cast<size_t>(row - row0) * k;
   if constexpr (!kFp8) {
-    const uint32_t sc = scales[gunit];
+    const uint32_t sc = scales[u.index];
     const int kbase = kb * 32;
     if (kbase >= k) return;
     const float s_lo = detail::e4m3_value(sc & 0xFF) * gscale;  // bytes 0..7 (k 0..15 of the k-block)

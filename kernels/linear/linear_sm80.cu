@@ -393,18 +393,16 @@ constexpr int kFp8PrefetchKib = 8192;
 template <bool kFp8>
 __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float gscale, float tscale,
                                const float* chs, int n, int k, int kblocks, int tile0, int row0, __half* out) {
-  // grid: (k-block units of a tile / block size, tiles); 32-bit index math only.
-  const int in_tile = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (in_tile >= kblocks * 32) return;
-  const int lane = in_tile & 31;
-  const int kb = in_tile >> 5;
-  const int tile = tile0 + static_cast<int>(blockIdx.y);
-  const size_t gunit = (static_cast<size_t>(tile) * kblocks + kb) * 32 + lane;
-  const uint4 w = codes[gunit];
+  detail::DequantUnit u;
+  if (!detail::dequant_unit_of_thread(kblocks, tile0, u)) return;
+  const int lane = u.lane;
+  const int kb = u.kb;
+  const int tile = u.tile;
+  const uint4 w = codes[u.index];
   const int g = lane >> 2;
   const int t = lane & 3;
   const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-  const uint32_t sc = kFp8 ? 0u : scales[gunit];
+  const uint32_t sc = kFp8 ? 0u : scales[u.index];
   auto scaled = [](uint32_t pair, float s) {
     const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&pair));
     const __half2 h = __floats2half2_rn(f.x * s, f.y * s);
