@@ -101,16 +101,25 @@ double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
   return t[t.size() / 2];
 }
 
+// A weight shape and how often the 27B model streams it per forward, counted two ways: once per checkpoint tensor
+// (per_tensor), and as an engine launches them with the projections that read the same input merged into one
+// weight (merged: merge_packed_rows, GDN in_proj_qkv + in_proj_z, attention q + k + v, MLP gate + up). The
+// summary weights each shape by bytes x count for both. Merged weights carry per-row scales (the parts' global
+// scales), as the engine would run them.
 struct Shape {
   const char* name;
   int64_t n, k;
-  int count;  // occurrences in the 27B model (weights for the weighted averages)
+  int per_tensor;
+  int merged;
 };
 
 const Shape kShapes[] = {
-    {"gdn.in_proj_qkv", 10240, 5120, 48}, {"gdn.in_proj_z", 6144, 5120, 48}, {"gdn.out_proj", 5120, 6144, 48},
-    {"attn.q_proj", 12288, 5120, 16},     {"attn.k/v_proj", 1024, 5120, 32}, {"attn.o_proj", 5120, 6144, 16},
-    {"mlp.gate/up", 17408, 5120, 128},    {"mlp.down", 5120, 17408, 64},     {"lm_head", 248320, 5120, 1},
+    {"gdn.in_proj_qkv", 10240, 5120, 48, 0}, {"gdn.in_proj_z", 6144, 5120, 48, 0},
+    {"gdn.out_proj", 5120, 6144, 48, 48},    {"attn.q_proj", 12288, 5120, 16, 0},
+    {"attn.k/v_proj", 1024, 5120, 32, 0},    {"attn.o_proj", 5120, 6144, 16, 16},
+    {"mlp.gate/up", 17408, 5120, 128, 0},    {"mlp.down", 5120, 17408, 64, 64},
+    {"lm_head", 248320, 5120, 1, 1},         {"gdn.qkv+z", 16384, 5120, 0, 48},
+    {"attn.q+k+v", 14336, 5120, 0, 16},      {"mlp.gate+up", 34816, 5120, 0, 64},
 };
 
 struct Row {
@@ -119,11 +128,12 @@ struct Row {
   KernelFamily fam;
   int64_t m;
   double us, gbs, pct, weight_bytes;
-  int count;
+  int per_tensor, merged;  // Shape's counts
 };
 
 struct Weights {
   std::vector<void*> codes, scales;
+  float* row_scales = nullptr;  // merged shapes: per-row multipliers (channel_scales)
   size_t code_bytes = 0, scale_bytes = 0;
   WeightCodec codec = WeightCodec::kNvfp4;
   KernelFamily fam = KernelFamily::kSm80;
@@ -138,17 +148,20 @@ struct Weights {
     v.k = k;
     v.codes = static_cast<const uint8_t*>(codes[c]);
     v.scales = scale_bytes ? static_cast<const uint8_t*>(scales[c]) : nullptr;
-    v.global_scale = 1.0f / 2048.0f;
-    v.tensor_scale = 0.01f;
+    v.global_scale = row_scales ? 1.0f : 1.0f / 2048.0f;
+    v.tensor_scale = row_scales ? 1.0f : 0.01f;
+    v.channel_scales = row_scales;
     return v;
   }
   ~Weights() {
     for (void* p : codes) cudaFree(p);
     for (void* p : scales) cudaFree(p);
+    cudaFree(row_scales);
   }
 };
 
-void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, int64_t n, int64_t k, size_t l2) {
+void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, const Shape& sh, size_t l2) {
+  const int64_t n = sh.n, k = sh.k;
   w.codec = codec;
   w.fam = fam;
   w.n = n;
@@ -171,6 +184,12 @@ void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, int64_t n, in
       fill(p, w.scale_bytes, 77 + c, 1);
       w.scales.push_back(p);
     }
+  }
+  if (sh.per_tensor == 0) {  // a merged weight: its parts' scales per row
+    std::vector<float> rs(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) rs[r] = (codec == WeightCodec::kNvfp4 ? 1.0f / 2048.0f : 0.01f) * (1 + r % 3);
+    CK(cudaMalloc(&w.row_scales, rs.size() * sizeof(float)));
+    CK(cudaMemcpy(w.row_scales, rs.data(), rs.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
 }
 
@@ -276,7 +295,7 @@ int main(int argc, char** argv) {
       for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
         if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;
         Weights w;
-        make_weights(w, codec, KernelFamily::kSm80, sh.n, sh.k, l2);
+        make_weights(w, codec, KernelFamily::kSm80, sh, l2);
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
           // {tuning, overlap}: tuning 0 = the default pick; overlap 1 = programmatic dependent launch, 2 = plain.
@@ -305,7 +324,7 @@ int main(int argc, char** argv) {
     for (const Shape& sh : kShapes) {
       if (sh.n == 248320 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
       Weights w;
-      make_weights(w, WeightCodec::kFp8, KernelFamily::kSm80, sh.n, sh.k, l2);
+      make_weights(w, WeightCodec::kFp8, KernelFamily::kSm80, sh, l2);
       for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
         std::printf("%-16s m=%-3lld", sh.name, static_cast<long long>(m));
         const int configs[][2] = {{1, 0},     {1, 2048}, {1, 4096}, {1, 8192},
@@ -331,7 +350,7 @@ int main(int argc, char** argv) {
       if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;  // lm_head stays NVFP4 (ModelOpt recipe)
       for (KernelFamily fam : fams) {
         Weights w;
-        make_weights(w, codec, fam, sh.n, sh.k, l2);
+        make_weights(w, codec, fam, sh, l2);
         std::vector<int64_t> fam_ms = ms;
         if (fam == KernelFamily::kSm70 && cc >= 80) fam_ms = {1, 8, 16};
         for (int64_t m : fam_ms) {
@@ -339,7 +358,7 @@ int main(int argc, char** argv) {
           const double bytes = static_cast<double>(w.code_bytes + w.scale_bytes) + m * sh.k * 2.0 + m * sh.n * 4.0;
           const double gbs = bytes / (us * 1e3);
           rows.push_back({sh.name, codec, fam, m, us, gbs, 100.0 * gbs / ceiling_gbs,
-                          static_cast<double>(w.code_bytes + w.scale_bytes), sh.count});
+                          static_cast<double>(w.code_bytes + w.scale_bytes), sh.per_tensor, sh.merged});
           std::printf("%-16s n=%-6lld k=%-6lld %-5s %s m=%-3lld %9.2f us %7.0f GB/s %5.1f%%\n", sh.name,
                       static_cast<long long>(sh.n), static_cast<long long>(sh.k), codec_name(codec), family_name(fam),
                       static_cast<long long>(m), us, gbs, 100.0 * gbs / ceiling_gbs);
@@ -358,12 +377,13 @@ int main(int argc, char** argv) {
   };
   std::vector<Big> bigs;
   for (const Shape& sh : kShapes) {
-    if (sh.n == 248320 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
+    // Large M: the checkpoint tensors (a merged weight runs the same dequantization + GEMM, only longer).
+    if (sh.n == 248320 || sh.per_tensor == 0 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       for (int64_t m : {int64_t{512}, int64_t{2048}}) {
         if (quick && m == 2048) continue;
         Weights w;
-        make_weights(w, codec, fams[0], sh.n, sh.k, 0);
+        make_weights(w, codec, fams[0], sh, 0);
         const PackedWeightView v = w.view(0);
         LinearArgs a;
         a.x = x;
@@ -411,44 +431,53 @@ int main(int argc, char** argv) {
     }
   }
 
-  // Summary: weight-byte weighted % of ceiling over the 27B layer shapes (x occurrences), lm_head apart.
+  // Summary: weight-byte weighted % of ceiling over the 27B layer shapes (bytes x count), lm_head apart; "tensors"
+  // counts one launch per checkpoint tensor, "merged" the launches with merged projections (Shape).
   std::printf("\n== summary (read ceiling %.0f GB/s) ==\n", ceiling_gbs);
-  std::printf("%-6s %-5s %-8s %8s %8s %8s\n", "family", "codec", "M", "layers%", "lm_head%", "min%");
+  std::printf("%-6s %-5s %-8s %8s %8s %8s %8s\n", "family", "codec", "M", "tensors%", "merged%", "lm_head%", "min%");
+  struct Mean {
+    double num = 0, den = 0;
+    void add(double pct, double w) { num += pct * w, den += w; }
+    std::string str() const {
+      char buf[16] = "-";
+      if (den > 0) std::snprintf(buf, sizeof buf, "%.1f%%", num / den);
+      return buf;
+    }
+  };
   for (KernelFamily fam : fams) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       for (int grp = 0; grp < 2; ++grp) {
-        double num = 0, den = 0, head = 0, mn = 1e9;
-        int head_n = 0;
+        Mean tensors, merged, head;
+        double mn = 1e9;
         for (const Row& r : rows) {
-          if (r.fam != fam || r.codec != codec) continue;
-          if ((grp == 0) != (r.m <= 8)) continue;
+          if (r.fam != fam || r.codec != codec || (grp == 0) != (r.m <= 8)) continue;
           if (r.shape == "lm_head") {
-            head += r.pct;
-            ++head_n;
+            head.add(r.pct, 1);
             continue;
           }
-          const double wgt = r.weight_bytes * r.count;
-          num += r.pct * wgt;
-          den += wgt;
-          mn = std::min(mn, r.pct);
+          tensors.add(r.pct, r.weight_bytes * r.per_tensor);
+          merged.add(r.pct, r.weight_bytes * r.merged);
+          if (r.per_tensor > 0) mn = std::min(mn, r.pct);
         }
-        if (den == 0) continue;
-        std::printf("%-6s %-5s %-8s %7.1f%% %7s %7.1f%%\n", family_name(fam), codec_name(codec), grp == 0 ? "1-8" : "9-16",
-                    num / den, head_n ? (std::to_string(static_cast<int>(head / head_n + 0.5)) + "%").c_str() : "-", mn);
+        if (tensors.den == 0 && merged.den == 0) continue;
+        std::printf("%-6s %-5s %-8s %8s %8s %8s %7.1f%%\n", family_name(fam), codec_name(codec), grp == 0 ? "1-8" : "9-16",
+                    tensors.str().c_str(), merged.str().c_str(), head.str().c_str(), mn);
       }
     }
   }
   // Mixed recipe (MLP NVFP4, attention/GDN FP8), sm80 family.
   for (int grp = 0; grp < 2; ++grp) {
-    double num = 0, den = 0;
+    Mean tensors, merged;
     for (const Row& r : rows) {
       if (r.fam != fams[0] || r.shape == "lm_head" || (grp == 0) != (r.m <= 8)) continue;
       const bool mlp = r.shape.rfind("mlp", 0) == 0;
       if (mlp != (r.codec == WeightCodec::kNvfp4)) continue;
-      num += r.pct * r.weight_bytes * r.count;
-      den += r.weight_bytes * r.count;
+      tensors.add(r.pct, r.weight_bytes * r.per_tensor);
+      merged.add(r.pct, r.weight_bytes * r.merged);
     }
-    if (den > 0) std::printf("%-6s mixed %-8s %7.1f%%   (MLP NVFP4 + attention/GDN FP8)\n", family_name(fams[0]), grp == 0 ? "1-8" : "9-16", num / den);
+    if (tensors.den > 0 || merged.den > 0)
+      std::printf("%-6s mixed %-8s %8s %8s   (MLP NVFP4 + attention/GDN FP8)\n", family_name(fams[0]),
+                  grp == 0 ? "1-8" : "9-16", tensors.str().c_str(), merged.str().c_str());
   }
   double ratio_min = 1e9, ratio_sum = 0;
   for (const Big& b : bigs) {

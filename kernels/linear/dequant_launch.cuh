@@ -31,7 +31,7 @@ __device__ __forceinline__ bool dequant_unit_of_thread(int kblocks, int tile0, D
   return true;
 }
 
-// codes, scales (NVFP4; nullptr for FP8), global scale (NVFP4), tensor scale and per-channel scales (FP8), rows
+// codes, scales (NVFP4; nullptr for FP8), global scale (NVFP4), tensor scale (FP8), per-channel scales (or nullptr), rows
 // below n_lim are written, k, k-blocks per tile, first tile of this launch, first row of `out`, out [rows, k].
 using DequantKernel = void (*)(const uint4*, const uint16_t*, float, float, const float*, int, int, int, int, int,
                                __half*);
@@ -46,7 +46,7 @@ inline KernelStatus launch_dequant(DequantKernel kernel, const PackedWeightView&
     const dim3 grid(x_blocks, static_cast<unsigned>(std::min(end_tile - tile0, 65535)));
     kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         reinterpret_cast<const uint4*>(w.codes), fp8 ? nullptr : reinterpret_cast<const uint16_t*>(w.scales),
-        fp8 ? 1.0f : w.global_scale, fp8 ? w.tensor_scale : 1.0f, fp8 ? w.channel_scales : nullptr,
+        fp8 ? 1.0f : w.global_scale, fp8 ? w.tensor_scale : 1.0f, w.channel_scales,
         static_cast<int>(row0 + rows), static_cast<int>(w.k), kblocks, tile0, static_cast<int>(row0),
         static_cast<__half*>(out_f16));
     VS_CUDA_TRY(cudaGetLastError());

@@ -21,8 +21,10 @@ const char* codec_name(WeightCodec c);
 
 // Device-resident weights in a family's layout (made by prepack_* then copied to the device).
 // NVFP4: codes + e4m3 group scales (one per 16 along k) + global_scale (multiplier, ModelOpt weight_scale_2).
-//        W[n,k] = e2m1(code) * e4m3(scale[n,k/16]) * global_scale.
-// FP8:   codes are e4m3 weights; W[n,k] = e4m3(code) * tensor_scale * (channel_scales ? channel_scales[n] : 1).
+//        W[n,k] = e2m1(code) * e4m3(scale[n,k/16]) * global_scale * c[n].
+// FP8:   codes are e4m3 weights; W[n,k] = e4m3(code) * tensor_scale * c[n].
+// c[n] = channel_scales ? channel_scales[n] : 1: FP8 per-channel checkpoints, and weights whose rows were merged
+// from several tensors with different global scales (merge_packed_rows, prepack.h).
 struct PackedWeightView {
   WeightCodec codec = WeightCodec::kNvfp4;
   KernelFamily family = KernelFamily::kSm80;
@@ -32,7 +34,7 @@ struct PackedWeightView {
   const uint8_t* scales = nullptr;         // device, prepacked NVFP4 group scales (nullptr for FP8)
   float global_scale = 1.0f;               // NVFP4 per-tensor multiplier
   float tensor_scale = 1.0f;               // FP8 per-tensor scale
-  const float* channel_scales = nullptr;   // FP8 per-output-channel scales [n], device, optional
+  const float* channel_scales = nullptr;   // per-output-channel multiplier [n], device, optional (both codecs)
 };
 
 // One call. x: [m, k] fp16 row-major (device). y: [m, n] row-major, fp32 (default) or fp16.

@@ -13,10 +13,11 @@ void dequantize_row_ref(const HostWeightRef& w, int64_t row, float* out) {
   if (w.codec == WeightCodec::kNvfp4) {
     const uint8_t* codes = w.codes + row * (w.k / 2);
     const uint8_t* scales = w.scales + row * (w.k / 16);
+    const float channel = w.channel_scales != nullptr ? w.channel_scales[row] : 1.0f;
     for (int64_t j = 0; j < w.k; ++j) {
       const uint8_t byte = codes[j / 2];
       const uint8_t code = (j % 2 == 0) ? (byte & 0xF) : (byte >> 4);
-      out[j] = fp::e2m1_to_float(code) * fp::e4m3_to_float(scales[j / 16]) * w.global_scale;
+      out[j] = fp::e2m1_to_float(code) * fp::e4m3_to_float(scales[j / 16]) * w.global_scale * channel;
     }
   } else {
     const uint8_t* codes = w.codes + row * w.k;

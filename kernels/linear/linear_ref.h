@@ -11,7 +11,7 @@
 namespace voltserve::kernels {
 
 // Weights in checkpoint order. NVFP4: codes [n, k/2] (even k in the low nibble), scales [n, k/16] e4m3,
-// global_scale multiplier. FP8: codes [n, k] e4m3, tensor_scale, optional channel_scales [n].
+// global_scale multiplier. FP8: codes [n, k] e4m3, tensor_scale. Both: optional channel_scales [n] multiplier.
 struct HostWeightRef {
   WeightCodec codec = WeightCodec::kNvfp4;
   int64_t n = 0;

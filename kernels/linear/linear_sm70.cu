@@ -207,8 +207,9 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
     const uint32_t sc = scales[u.index];
     const int kbase = kb * 32;
     if (kbase >= k) return;
-    const float s_lo = detail::e4m3_value(sc & 0xFF) * gscale;  // bytes 0..7 (k 0..15 of the k-block)
-    const float s_hi = detail::e4m3_value((sc >> 8) & 0xFF) * gscale;
+    const float gs = gscale * (chs != nullptr ? chs[row] : 1.0f);
+    const float s_lo = detail::e4m3_value(sc & 0xFF) * gs;  // bytes 0..7 (k 0..15 of the k-block)
+    const float s_hi = detail::e4m3_value((sc >> 8) & 0xFF) * gs;
     uint32_t pairs[16];
 #pragma unroll
     for (int b = 0; b < 16; ++b) {
@@ -247,7 +248,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.scales = reinterpret_cast<const uint16_t*>(w.scales);
   p.x = static_cast<const __half*>(a.x);
   p.y = a.y;
-  p.channel_scales = fp8 ? w.channel_scales : nullptr;
+  p.channel_scales = w.channel_scales;
   p.global_scale = w.global_scale * 256.0f;  // e4m3_scale_h2 leaves out 2^8
   p.out_scale = fp8 ? w.tensor_scale * 256.0f : 1.0f;
   p.n = static_cast<int>(w.n);

@@ -426,7 +426,8 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = tile * 16 + g + 8 * h;
-        const float s = detail::e4m3_value((ssc >> (8 * h)) & 0xFF) * gscale * 16384.0f;  // undoes the 2^-14
+        const float s = detail::e4m3_value((ssc >> (8 * h)) & 0xFF) * gscale * 16384.0f *  // undoes the 2^-14
+                        (chs != nullptr && row < n ? chs[row] : 1.0f);
         const uint32_t v = sw[2 * h + (t & 1)];  // k = kq .. kq + 7, byte j = k pair 2j, 2j + 1
         if (row < n && kq < k) {
           *reinterpret_cast<uint4*>(out + static_cast<size_t>(row - row0) * k + kq) =
@@ -462,7 +463,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.scales = reinterpret_cast<const uint16_t*>(w.scales);
   p.x = static_cast<const __half*>(a.x);
   p.y = a.y;
-  p.channel_scales = fp8 ? w.channel_scales : nullptr;
+  p.channel_scales = w.channel_scales;
   p.global_scale = w.global_scale;
   // NVFP4: the decoded codes carry 2^-14 (nvfp4_bits.h), the fp32 sums get it back with the global scale.
   p.out_scale = fp8 ? w.tensor_scale * 256.0f : w.global_scale * 16384.0f;

@@ -4,6 +4,7 @@
 #include "linear/nvfp4_bits.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace voltserve::kernels {
@@ -147,6 +148,51 @@ std::string unpack(const PackedWeightHost& p, std::vector<uint8_t>* codes, std::
       }
     }
   }
+  return "";
+}
+
+std::string merge_packed_rows(std::span<const MergePart> parts, PackedWeightHost* out, std::vector<float>* row_scales) {
+  if (parts.empty()) return "merge_packed_rows: no parts";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const PackedWeightHost* p = parts[i].packed;
+    const std::string part = "merge_packed_rows: part " + std::to_string(i);
+    if (p == nullptr) return part + " has no packed weight";
+    const PackedWeightHost& first = *parts[0].packed;
+    if (p->codec != first.codec || p->family != first.family) {
+      return part + " is " + codec_name(p->codec) + "/" + family_name(p->family) + ", part 0 is " +
+             codec_name(first.codec) + "/" + family_name(first.family);
+    }
+    if (p->k != first.k) return part + " has k=" + std::to_string(p->k) + ", part 0 has k=" + std::to_string(first.k);
+    const int rows = tile_geometry(p->family).tile_rows;
+    if (i + 1 < parts.size() && p->n % rows != 0) {
+      return part + " has n=" + std::to_string(p->n) + ", not a multiple of the " + family_name(p->family) +
+             " tile (" + std::to_string(rows) + " rows); only the last part may end inside a tile";
+    }
+    const int64_t units = p->n_tiles * p->kblocks * kLanes;
+    if (p->n_tiles != (p->n + rows - 1) / rows || static_cast<int64_t>(p->codes.size()) != units * kLaneBytes ||
+        static_cast<int64_t>(p->scales.size()) != (p->codec == WeightCodec::kNvfp4 ? units * 2 : 0)) {
+      return part + ": packed buffers do not match n=" + std::to_string(p->n) + " k=" + std::to_string(p->k);
+    }
+    if (!std::isfinite(parts[i].scale)) return part + " has a non-finite scale";
+  }
+  const PackedWeightHost& first = *parts[0].packed;
+  PackedWeightHost merged;
+  merged.codec = first.codec;
+  merged.family = first.family;
+  merged.k = first.k;
+  merged.kblocks = first.kblocks;
+  row_scales->clear();
+  for (const MergePart& part : parts) {
+    const PackedWeightHost& p = *part.packed;
+    merged.n += p.n;
+    merged.n_tiles += p.n_tiles;
+    merged.codes.insert(merged.codes.end(), p.codes.begin(), p.codes.end());
+    merged.scales.insert(merged.scales.end(), p.scales.begin(), p.scales.end());
+    for (int64_t r = 0; r < p.n; ++r) {
+      row_scales->push_back(part.scale * (part.channel_scales != nullptr ? part.channel_scales[r] : 1.0f));
+    }
+  }
+  *out = std::move(merged);
   return "";
 }
 

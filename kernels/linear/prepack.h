@@ -48,4 +48,21 @@ std::string prepack(WeightCodec codec, KernelFamily family, int64_t n, int64_t k
 // Inverse of prepack: writes the original row-major codes (and NVFP4 scales).
 std::string unpack(const PackedWeightHost& packed, std::vector<uint8_t>* codes, std::vector<uint8_t>* scales);
 
+// One tensor of a row merge: its packed weight and the multiplier its rows carry (NVFP4: its global_scale; FP8:
+// its tensor_scale), times its own per-channel scales when it has them (host, [n]; nullptr: none).
+struct MergePart {
+  const PackedWeightHost* packed = nullptr;
+  float scale = 1.0f;
+  const float* channel_scales = nullptr;
+};
+
+// Merges tensors that read the same input (GDN in_proj_qkv + in_proj_z, attention q + k + v, MLP gate + up) into
+// one packed weight whose rows are the parts' rows in order, so that one launch computes them all: fewer and
+// longer kernels stream closer to the read ceiling (bench/RESULTS.md, "merged projections"). Packed tiles are
+// self-contained, so this only concatenates bytes; the parts' scales move into row_scales [n], which the caller
+// passes as PackedWeightView::channel_scales with global_scale = tensor_scale = 1. Parts must share codec, family
+// and k, and every part but the last must fill whole tiles (n a multiple of tile_geometry(family).tile_rows).
+// Returns "" on success, otherwise a message naming the part and what was wrong.
+std::string merge_packed_rows(std::span<const MergePart> parts, PackedWeightHost* out, std::vector<float>* row_scales);
+
 }  // namespace voltserve::kernels

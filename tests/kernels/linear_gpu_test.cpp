@@ -88,6 +88,29 @@ struct TestWeight {
   }
 };
 
+// Prepacks w's checkpoint-order data for both families and copies it (and its channel scales) to the device.
+void upload(TestWeight& w) {
+  for (int f = 0; f < 2; ++f) {
+    PackedWeightHost p;
+    const std::string err = prepack(w.codec, f == 0 ? KernelFamily::kSm70 : KernelFamily::kSm80, w.n, w.k, w.codes,
+                                    w.scales, &p);
+    REQUIRE(err.empty());
+    w.dcodes[f] = std::make_unique<DeviceBuffer>(p.codes.size());
+    REQUIRE(w.dcodes[f]->p != nullptr);
+    CUDA_REQUIRE(cudaMemcpy(w.dcodes[f]->p, p.codes.data(), p.codes.size(), cudaMemcpyHostToDevice));
+    if (!p.scales.empty()) {
+      w.dscales[f] = std::make_unique<DeviceBuffer>(p.scales.size());
+      REQUIRE(w.dscales[f]->p != nullptr);
+      CUDA_REQUIRE(cudaMemcpy(w.dscales[f]->p, p.scales.data(), p.scales.size(), cudaMemcpyHostToDevice));
+    }
+  }
+  if (!w.channel.empty()) {
+    w.dchannel = std::make_unique<DeviceBuffer>(w.channel.size() * sizeof(float));
+    CUDA_REQUIRE(cudaMemcpy(w.dchannel->p, w.channel.data(), w.channel.size() * sizeof(float),
+                            cudaMemcpyHostToDevice));
+  }
+}
+
 std::unique_ptr<TestWeight> make_weight(WeightCodec codec, int64_t n, int64_t k, bool per_channel, uint64_t seed) {
   auto w = std::make_unique<TestWeight>();
   w->codec = codec;
@@ -102,30 +125,12 @@ std::unique_ptr<TestWeight> make_weight(WeightCodec codec, int64_t n, int64_t k,
   } else {
     w->codes.resize(static_cast<size_t>(n * k));
     voltserve::test::fill_e4m3_weights(w->codes, rng);
-    if (per_channel) {
-      w->channel.resize(static_cast<size_t>(n));
-      for (auto& c : w->channel) c = static_cast<float>(0.5 + rng.uniform());
-    }
   }
-  for (int f = 0; f < 2; ++f) {
-    PackedWeightHost p;
-    const std::string err = prepack(codec, f == 0 ? KernelFamily::kSm70 : KernelFamily::kSm80, n, k, w->codes,
-                                    w->scales, &p);
-    REQUIRE(err.empty());
-    w->dcodes[f] = std::make_unique<DeviceBuffer>(p.codes.size());
-    REQUIRE(w->dcodes[f]->p != nullptr);
-    CUDA_REQUIRE(cudaMemcpy(w->dcodes[f]->p, p.codes.data(), p.codes.size(), cudaMemcpyHostToDevice));
-    if (!p.scales.empty()) {
-      w->dscales[f] = std::make_unique<DeviceBuffer>(p.scales.size());
-      REQUIRE(w->dscales[f]->p != nullptr);
-      CUDA_REQUIRE(cudaMemcpy(w->dscales[f]->p, p.scales.data(), p.scales.size(), cudaMemcpyHostToDevice));
-    }
+  if (per_channel) {
+    w->channel.resize(static_cast<size_t>(n));
+    for (auto& c : w->channel) c = static_cast<float>(0.5 + rng.uniform());
   }
-  if (!w->channel.empty()) {
-    w->dchannel = std::make_unique<DeviceBuffer>(w->channel.size() * sizeof(float));
-    CUDA_REQUIRE(cudaMemcpy(w->dchannel->p, w->channel.data(), w->channel.size() * sizeof(float),
-                            cudaMemcpyHostToDevice));
-  }
+  upload(*w);
   return w;
 }
 
@@ -291,14 +296,14 @@ TEST_CASE("linear gpu nvfp4 lm_head 5120->248320", "[gpu]") {
   sweep(*w, cc, 300000, {1, 4, 8, 9, 16, 17, 64});
 }
 
-TEST_CASE("linear gpu awkward shapes, per-channel fp8 and fp16 output", "[gpu]") {
+TEST_CASE("linear gpu awkward shapes, per-channel scales and fp16 output", "[gpu]") {
   REQUIRE_DEVICE(cc);
-  // k not a multiple of 256 (or of 64), n an odd multiple of 16.
+  // k not a multiple of 256 (or of 64), n an odd multiple of 16; per-channel multipliers on both codecs.
   const int64_t shapes[][2] = {{16, 16}, {48, 80}, {1040, 5184}, {5136, 1104}, {208, 17408 + 16}};
   uint64_t seed = 400;
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
-      auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
+      auto w = make_weight(codec, s[0], s[1], true, seed++);
       sweep(*w, cc, seed * 1000, all_ms());
     }
   }
@@ -307,6 +312,92 @@ TEST_CASE("linear gpu awkward shapes, per-channel fp8 and fp16 output", "[gpu]")
   for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
     if (fam == KernelFamily::kSm80 && cc < 80) continue;
     for (int64_t m : {1, 9, 16, 64}) run_case(ctx, *w, fam, m, false, 4500 + static_cast<uint64_t>(m));
+  }
+}
+
+// Merged projections (merge_packed_rows): one launch over the rows of attention q, k and v (27B shapes) whose
+// global / tensor scales differ, against the CPU reference with the merged row scales, both families, decode and
+// dequantization paths; and for NVFP4 on the sm80 family with one decode variant, bit-identical to launching each
+// part alone (the global scale moves from the output scale to the row multiplier without a second rounding).
+TEST_CASE("linear gpu merged projections match the reference and the separate launches", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  Context ctx;
+  const int64_t k = 5120;
+  const std::vector<int64_t> ns = {12288, 1024, 1024};
+  uint64_t seed = 600;
+  for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+    std::vector<std::unique_ptr<TestWeight>> parts;
+    auto merged = std::make_unique<TestWeight>();
+    merged->codec = codec;
+    merged->k = k;
+    merged->global_scale = merged->tensor_scale = 1.0f;
+    for (size_t i = 0; i < ns.size(); ++i) {
+      parts.push_back(make_weight(codec, ns[i], k, false, seed++));
+      TestWeight& p = *parts.back();
+      p.global_scale = std::ldexp(1.0f, -9 - static_cast<int>(i)) * (1.0f + 0.375f * static_cast<float>(i));
+      p.tensor_scale = 0.01f * static_cast<float>(i + 1);
+      merged->n += p.n;
+      merged->codes.insert(merged->codes.end(), p.codes.begin(), p.codes.end());
+      merged->scales.insert(merged->scales.end(), p.scales.begin(), p.scales.end());
+    }
+    // The device copy of the merged weight is the prepack of the concatenated rows; merge_packed_rows must give
+    // the same bytes from the parts' own prepacks.
+    for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
+      std::vector<PackedWeightHost> packed(parts.size());
+      std::vector<MergePart> mp;
+      for (size_t i = 0; i < parts.size(); ++i) {
+        REQUIRE(prepack(codec, fam, parts[i]->n, k, parts[i]->codes, parts[i]->scales, &packed[i]).empty());
+        mp.push_back({&packed[i], codec == WeightCodec::kNvfp4 ? parts[i]->global_scale : parts[i]->tensor_scale});
+      }
+      PackedWeightHost out, direct;
+      std::vector<float> row_scales;
+      REQUIRE(merge_packed_rows(mp, &out, &row_scales).empty());
+      REQUIRE(prepack(codec, fam, merged->n, k, merged->codes, merged->scales, &direct).empty());
+      CHECK(out.codes == direct.codes);
+      CHECK(out.scales == direct.scales);
+      merged->channel = row_scales;
+    }
+    upload(*merged);
+    for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
+      if (fam == KernelFamily::kSm80 && cc < 80) continue;
+      for (int64_t m : {1, 8, 9, 16, 64}) run_case(ctx, *merged, fam, m, true, seed * 100 + static_cast<uint64_t>(m));
+    }
+    if (codec != WeightCodec::kNvfp4 || cc < 80) continue;
+    SplitMix rng(seed * 7);
+    std::vector<uint16_t> xh(static_cast<size_t>(16 * k));
+    std::vector<float> xf(xh.size());
+    voltserve::test::fill_activations(xh, xf, rng);
+    DeviceBuffer dx(xh.size() * 2), dy(static_cast<size_t>(16 * merged->n) * 4);
+    REQUIRE((dx.p != nullptr && dy.p != nullptr));
+    CUDA_REQUIRE(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+    auto run = [&](const TestWeight& w, int64_t m) {
+      LinearArgs a;
+      a.x = dx.p;
+      a.m = m;
+      a.y = dy.p;
+      a.tuning = 4;  // one variant for every launch: the same order of every sum
+      const KernelStatus st = linear_forward(w.view(KernelFamily::kSm80), a);
+      INFO("status " << st.message);
+      REQUIRE(st.ok());
+      std::vector<float> y(static_cast<size_t>(m * w.n));
+      CUDA_REQUIRE(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
+      return y;
+    };
+    for (int64_t m : {1, 5, 16}) {
+      const std::vector<float> ym = run(*merged, m);
+      int64_t row0 = 0;
+      for (const auto& p : parts) {
+        const std::vector<float> yp = run(*p, m);
+        bool same = true;
+        for (int64_t t = 0; t < m; ++t) {
+          same &= std::memcmp(&ym[t * merged->n + row0], &yp[t * p->n], static_cast<size_t>(p->n) * 4) == 0;
+        }
+        std::printf("linear merged vs separate nvfp4 rows [%lld, %lld) m=%lld %s\n", static_cast<long long>(row0),
+                    static_cast<long long>(row0 + p->n), static_cast<long long>(m), same ? "same" : "DIFFERENT");
+        CHECK(same);
+        row0 += p->n;
+      }
+    }
   }
 }
 

@@ -141,3 +141,90 @@ TEST_CASE("linear prepack rejects bad shapes and sizes with a message", "[unit]"
   e = prepack(WeightCodec::kFp8, KernelFamily::kSm70, 16, 64, c4, s4, &p);
   CHECK(e.find("FP8") != std::string::npos);
 }
+
+TEST_CASE("linear merge_packed_rows concatenates rows and carries each part's scales", "[unit]") {
+  struct Case {
+    WeightCodec codec;
+    KernelFamily fam;
+    std::vector<int64_t> ns;
+    int64_t k;
+  };
+  // The last part may end inside a tile (16 rows of a 32-row sm70 tile); k need not fill a k-block.
+  const Case cases[] = {{WeightCodec::kNvfp4, KernelFamily::kSm80, {48, 16, 32}, 80},
+                        {WeightCodec::kNvfp4, KernelFamily::kSm70, {64, 32, 16}, 1040},
+                        {WeightCodec::kFp8, KernelFamily::kSm80, {32, 16}, 272},
+                        {WeightCodec::kFp8, KernelFamily::kSm70, {32, 96, 48}, 64}};
+  uint64_t seed = 900;
+  for (const Case& c : cases) {
+    INFO("merge " << codec_name(c.codec) << " fam=" << family_name(c.fam) << " k=" << c.k);
+    const int64_t rb = c.codec == WeightCodec::kNvfp4 ? c.k / 2 : c.k;
+    const int64_t groups = c.codec == WeightCodec::kNvfp4 ? c.k / 16 : 0;
+    std::vector<PackedWeightHost> packed(c.ns.size());
+    std::vector<std::vector<float>> channels(c.ns.size());
+    std::vector<MergePart> parts;
+    std::vector<uint8_t> all_codes, all_scales;
+    std::vector<float> want_scales;
+    for (size_t i = 0; i < c.ns.size(); ++i) {
+      SplitMix rng(seed++);
+      std::vector<uint8_t> codes(static_cast<size_t>(c.ns[i] * rb)), scales(static_cast<size_t>(c.ns[i] * groups));
+      voltserve::test::fill_random_bytes(codes, rng);
+      voltserve::test::fill_random_bytes(scales, rng);
+      REQUIRE(prepack(c.codec, c.fam, c.ns[i], c.k, codes, scales, &packed[i]).empty());
+      all_codes.insert(all_codes.end(), codes.begin(), codes.end());
+      all_scales.insert(all_scales.end(), scales.begin(), scales.end());
+      const float scale = 0.25f * static_cast<float>(i + 1);
+      if (i == 1) {  // one part with its own per-channel scales
+        for (int64_t r = 0; r < c.ns[i]; ++r) channels[i].push_back(1.0f + 0.125f * static_cast<float>(r % 5));
+      }
+      for (int64_t r = 0; r < c.ns[i]; ++r) want_scales.push_back(scale * (channels[i].empty() ? 1.0f : channels[i][r]));
+      parts.push_back({&packed[i], scale, channels[i].empty() ? nullptr : channels[i].data()});
+    }
+    PackedWeightHost merged;
+    std::vector<float> row_scales;
+    REQUIRE(merge_packed_rows(parts, &merged, &row_scales).empty());
+    int64_t n = 0;
+    for (int64_t part_n : c.ns) n += part_n;
+    CHECK(merged.n == n);
+    CHECK(row_scales == want_scales);
+    // The merge is the prepack of the concatenated rows, and unpacks to them.
+    PackedWeightHost direct;
+    REQUIRE(prepack(c.codec, c.fam, n, c.k, all_codes, all_scales, &direct).empty());
+    CHECK(merged.n_tiles == direct.n_tiles);
+    CHECK(merged.kblocks == direct.kblocks);
+    CHECK(merged.codes == direct.codes);
+    CHECK(merged.scales == direct.scales);
+    std::vector<uint8_t> codes_back, scales_back;
+    REQUIRE(unpack(merged, &codes_back, &scales_back).empty());
+    CHECK(codes_back == all_codes);
+    CHECK(scales_back == all_scales);
+  }
+}
+
+TEST_CASE("linear merge_packed_rows rejects parts that cannot share a launch, naming the part", "[unit]") {
+  auto pack = [](WeightCodec codec, KernelFamily fam, int64_t n, int64_t k) {
+    std::vector<uint8_t> codes(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 2 : n * k));
+    std::vector<uint8_t> scales(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 16 : 0));
+    PackedWeightHost p;
+    REQUIRE(prepack(codec, fam, n, k, codes, scales, &p).empty());
+    return p;
+  };
+  const PackedWeightHost a = pack(WeightCodec::kNvfp4, KernelFamily::kSm80, 32, 64);
+  const PackedWeightHost k128 = pack(WeightCodec::kNvfp4, KernelFamily::kSm80, 32, 128);
+  const PackedWeightHost fp8 = pack(WeightCodec::kFp8, KernelFamily::kSm80, 32, 64);
+  const PackedWeightHost sm70 = pack(WeightCodec::kNvfp4, KernelFamily::kSm70, 32, 64);
+  const PackedWeightHost sm70_16 = pack(WeightCodec::kNvfp4, KernelFamily::kSm70, 16, 64);
+  PackedWeightHost broken = a;
+  broken.codes.pop_back();
+  PackedWeightHost out;
+  std::vector<float> rs;
+  auto merge = [&](std::vector<MergePart> parts) { return merge_packed_rows(parts, &out, &rs); };
+  CHECK(merge({}).find("no parts") != std::string::npos);
+  CHECK(merge({{&a, 1.0f}, {nullptr, 1.0f}}).find("part 1 has no packed weight") != std::string::npos);
+  CHECK(merge({{&a, 1.0f}, {&k128, 1.0f}}).find("part 1 has k=128, part 0 has k=64") != std::string::npos);
+  CHECK(merge({{&a, 1.0f}, {&fp8, 1.0f}}).find("part 1 is fp8") != std::string::npos);
+  CHECK(merge({{&a, 1.0f}, {&sm70, 1.0f}}).find("part 1 is nvfp4/sm70") != std::string::npos);
+  CHECK(merge({{&sm70_16, 1.0f}, {&sm70, 1.0f}}).find("part 0 has n=16") != std::string::npos);
+  CHECK(merge({{&sm70, 1.0f}, {&sm70_16, 1.0f}}).empty());  // the last part may end inside a tile
+  CHECK(merge({{&a, 1.0f}, {&broken, 1.0f}}).find("part 1: packed buffers") != std::string::npos);
+  CHECK(merge({{&a, std::nanf("")}}).find("part 0 has a non-finite scale") != std::string::npos);
+}

@@ -1,5 +1,5 @@
 // CPU reference of the quantized linear layer: exact dequantization of NVFP4 (nibble order, e4m3 group scale,
-// global scale) and FP8 (per-tensor and per-channel), and y = x W^T against hand-computed values.
+// global scale, per-channel multiplier) and FP8 (per-tensor and per-channel), and y = x W^T against hand-computed values.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cmath>
@@ -27,6 +27,13 @@ TEST_CASE("linear_ref dequantizes NVFP4 exactly", "[unit]") {
   CHECK(row[4] == 0.0f);
   CHECK(row[16] == -0.25f);
   CHECK(row[17] == -0.125f);
+  // A per-channel multiplier (rows merged from tensors with different global scales) applies on top.
+  const float ch = 3.0f;
+  w.channel_scales = &ch;
+  dequantize_row_ref(w, 0, row.data());
+  CHECK(row[0] == 0.75f);
+  CHECK(row[3] == -9.0f);
+  CHECK(row[17] == -0.375f);
 }
 
 TEST_CASE("linear_ref dequantizes FP8 with tensor and channel scales", "[unit]") {
