@@ -81,6 +81,9 @@ KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t row
 }  // namespace sm70
 namespace sm80 {
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
+// The decode variant (LinearArgs::tuning value) the default pick launches for this weight and m on the current
+// device, and that variant's resident blocks per SM (for logs and benchmarks).
+int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm = nullptr);
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
 }  // namespace sm80
 

@@ -9,8 +9,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
 
+#include "linear/decode_pick.h"
 #include "linear/dequant_launch.cuh"
 #include "linear/linear.h"
 #include "linear/linear_device.cuh"
@@ -343,10 +345,56 @@ cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int thread
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
+// A decode-kernel variant for one codec and token-tile count: its kernel and block shape.
+struct Variant {
+  void (*kernel)(Params) = nullptr;
+  int tiles_per_block = 1;
+  int warps = 4;
+};
+
 template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false>
-cudaError_t launch(const Params& p, cudaStream_t stream) {
-  const int blocks = (p.n_tiles + R - 1) / R;
-  return launch_decode(decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2>, p, blocks, WARPS * 32, stream);
+constexpr Variant make_variant() {
+  return {decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2>, R, WARPS};
+}
+
+// Variants (LinearArgs::tuning; bench_linear --sweep): tiles per block R, weight loads in flight per warp (ring),
+// warps per block (they split k) and resident blocks per SM asked of the register allocator.
+//   1: R1 ring4 w8 b2    2: R1 ring3 w8 b4    4: R2 ring4 w4 b5    5: R1 ring4 w4 b5    6: R1 ring2 w8 b4
+//   7: R1 ring4 w16 b1   8: R1 ring4 w4 b4    9: R2 ring4 w4 b4   10: R1 ring3 w8 b3   11: R2 ring6 w4 b3
+//  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6
+//  21 / 22: as 4 / R1 ring2 w8 b3, with x loaded right before use for two token tiles
+// 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. Removed after
+// measuring slower on every 27B shape: persistent grids with a block barrier per tile, a k split over blocks
+// (atomic adds, or a serial fixup through caller memory), a stream-K schedule over warps with a cp.async ring (all
+// recorded in bench/RESULTS.md). Unknown numbers give a null kernel.
+template <bool F, int NT>
+Variant variant(int tuning) {
+  switch (tuning) {
+    case 1: return make_variant<F, NT, 1, 4, 8, 2>();
+    case 2: return make_variant<F, NT, 1, 3, 8, 4>();
+    case 4: return make_variant<F, NT, 2, 4, 4, 5>();
+    case 5: return make_variant<F, NT, 1, 4, 4, 5>();
+    case 6: return make_variant<F, NT, 1, 2, 8, 4>();
+    case 7: return make_variant<F, NT, 1, 4, 16, 1>();
+    case 8: return make_variant<F, NT, 1, 4, 4, 4>();
+    case 9: return make_variant<F, NT, 2, 4, 4, 4>();
+    case 10: return make_variant<F, NT, 1, 3, 8, 3>();
+    case 11: return make_variant<F, NT, 2, 6, 4, 3>();
+    case 12: return make_variant<F, NT, 1, 4, 8, 2, 1>();
+    case 13: return make_variant<F, NT, 1, 4, 8, 2, 2>();
+    case 15: return make_variant<F, NT, 2, 4, 8, 2>();
+    case 17: return make_variant<F, NT, 2, 4, 8, 3>();
+    case 18: return make_variant<F, NT, 2, 6, 4, 4>();
+    case 19: return make_variant<F, NT, 1, 2, 4, 6>();
+    case 21: return make_variant<F, NT, 2, 4, 4, 5, 0, true>();
+    case 22: return make_variant<F, NT, 1, 2, 8, 3, 0, true>();
+    default: return {};
+  }
+}
+
+Variant variant(bool fp8, int nt, int tuning) {
+  if (fp8) return nt == 2 ? variant<true, 2>(tuning) : variant<true, 1>(tuning);
+  return nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning);
 }
 
 int device_major() {
@@ -360,23 +408,42 @@ int device_major() {
   return major;
 }
 
-// The default variant (LinearArgs::tuning = 0) for one (nt = 1) or two (nt = 2) token tiles.
-//
-// Batch invariance: the pick depends on the weight's shape only, and the variants picked for nt = 1 and nt = 2 of
-// one shape split k the same way (same warps per block, no k split over blocks); tiles per block, ring depth and
-// blocks per SM do not change any sum's order. MMA columns of different tokens never mix, so a token's result is
-// bit-identical whether it runs alone or with up to 15 others: speculative verification (k + 1 tokens)
-// reproduces plain decoding (1 token). Tested by "decode is batch invariant".
+// The running device as the default pick sees it (decode_pick.h): SM count and every candidate's resident blocks
+// per SM, measured once per process with the occupancy calculator on the candidates' own kernels.
+const DecodeDevice& decode_device() {
+  static const DecodeDevice device = [] {
+    DecodeDevice d;
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      d.sms = 0;
+    }
+    for (const DecodeCandidate& c : decode_candidates()) {
+      std::array<std::array<int, 2>, 2> r{};
+      for (int f = 0; f < 2; ++f) {
+        for (int nt = 1; nt <= 2; ++nt) {
+          const Variant v = variant(f == 1, nt, c.tuning);
+          int blocks = 0;
+          if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess) blocks = 0;
+          r[f][nt - 1] = blocks;
+        }
+      }
+      d.resident.push_back(r);
+    }
+    return d;
+  }();
+  return device;
+}
+
+// The default variant (LinearArgs::tuning = 0) for one (nt = 1) or two (nt = 2) token tiles: pick_decode_variants
+// by wave fill (decode_pick.h). Batch invariance: the pick depends on the weight's shape and the device only, and the
+// nt = 1 and nt = 2 picks of one shape have the same warps per block, which alone orders every sum (tiles per block,
+// ring depth and blocks per SM do not; there is no k split over blocks). MMA columns of different tokens never mix,
+// so a token's result is bit-identical whether it runs alone or with up to 15 others: speculative verification
+// (k + 1 tokens) reproduces plain decoding (1 token). Tested by "decode is batch invariant".
 int default_tuning(bool fp8, int n_tiles, int nt) {
-  // H200 sweeps, 2026-11-30 (bench/RESULTS.md): per shape the pair with the best weighted mean over M = 1, 8
-  // (0.35 each) and 16 (0.3). Few tiles: 16 warps split k (v7). 256-527 tiles: 8-warp blocks, one tile, 3
-  // blocks/SM (FP8 ring 3, v10; NVFP4 ring 2 with x loaded at use for two token tiles, v22). 528-1023: 4-warp
-  // blocks, one tile, ring 2, 6 blocks/SM (v19; nt = 2: two tiles, ring 6, 3 blocks/SM, v11). >= 1024: 4-warp
-  // blocks, two tiles, ring 4, 5 blocks/SM (v4; NVFP4 as v21, x loaded at use for two token tiles).
-  if (n_tiles < 256) return 7;
-  if (n_tiles < 528) return fp8 ? 10 : 22;       // 8 warps per block
-  if (n_tiles < 1024) return nt == 1 ? 19 : 11;  // 4 warps per block
-  return fp8 ? 4 : 21;                           // 4 warps per block
+  const DecodePick pick = pick_decode_variants(decode_device(), fp8, n_tiles);
+  if (pick.nt1 == 0) return 4;  // no device information: a variant that runs everywhere, for both tile counts
+  return nt == 2 ? pick.nt2 : pick.nt1;
 }
 
 // L2 prefetch budget of the FP8 decode kernels (LinearArgs::l2_prefetch_kib = -1): 8 MiB over the whole weight,
@@ -454,6 +521,17 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
 
 }  // namespace
 
+int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm) {
+  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const int nt = m > 8 ? 2 : 1;
+  const int tuning = default_tuning(fp8, static_cast<int>(w.n / 16), nt);
+  if (blocks_per_sm != nullptr) {
+    const Variant v = variant(fp8, nt, tuning);
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, v.kernel, v.warps * 32, 0) != cudaSuccess) *blocks_per_sm = 0;
+  }
+  return tuning;
+}
+
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   if (w.family != KernelFamily::kSm80) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: weight not in sm80 layout");
   if (a.m < 1 || a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "sm80::linear_decode: m must be 1..16");
@@ -473,20 +551,9 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.n_tiles = static_cast<int>(w.n / 16);
   p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
   p.y_f32 = a.y_f32;
-  // Variants (LinearArgs::tuning; bench_linear --sweep): tiles per block R, weight loads in flight per warp
-  // (ring), warps per block (they split k) and resident blocks per SM asked of the register allocator.
-  //   1: R1 ring4 w8 b2    2: R1 ring3 w8 b4    4: R2 ring4 w4 b5    5: R1 ring4 w4 b5    6: R1 ring2 w8 b4
-  //   7: R1 ring4 w16 b1   8: R1 ring4 w4 b4    9: R2 ring4 w4 b4   10: R1 ring3 w8 b3   11: R2 ring6 w4 b3
-  //  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6
-  //  21 / 22: as 4 / R1 ring2 w8 b3, with x loaded right before use for two token tiles
-  // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. The defaults
-  // (default_tuning) come from the H200 sweep of 2026-11-30 (bench/RESULTS.md). Removed after measuring slower on
-  // every 27B shape: persistent grids with a block barrier per tile, a k split over blocks (atomic adds, or a
-  // serial fixup through caller memory), a stream-K schedule over warps with a cp.async ring (all recorded in
-  // bench/RESULTS.md).
-  int tuning = a.tuning;
-  if (tuning == 0) tuning = default_tuning(fp8, p.n_tiles, a.m > 8 ? 2 : 1);
-  if (tuning < 1 || tuning > 22 || tuning == 3 || tuning == 14 || tuning == 16 || tuning == 20) {
+  const int nt = a.m > 8 ? 2 : 1;  // token tiles of 8
+  const Variant v = variant(fp8, nt, a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning);
+  if (v.kernel == nullptr) {
     return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21 or 22");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
@@ -497,38 +564,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     const int64_t kblock_bytes = int64_t{p.n_tiles} * 512;  // one k-block of every tile
     p.pf_kblocks = static_cast<int>(std::min<int64_t>(p.kblocks, (budget + kblock_bytes - 1) / kblock_bytes));
   }
-  auto stream = static_cast<cudaStream_t>(a.stream);
-  cudaError_t err;
-  auto go = [&](auto fp8_tag, auto nt_tag) {
-    constexpr bool F = decltype(fp8_tag)::value;
-    constexpr int NT = decltype(nt_tag)::value;
-    switch (tuning) {
-      case 1: return launch<F, NT, 1, 4, 8, 2>(p, stream);
-      case 2: return launch<F, NT, 1, 3, 8, 4>(p, stream);
-      case 4: return launch<F, NT, 2, 4, 4, 5>(p, stream);
-      case 5: return launch<F, NT, 1, 4, 4, 5>(p, stream);
-      case 6: return launch<F, NT, 1, 2, 8, 4>(p, stream);
-      case 7: return launch<F, NT, 1, 4, 16, 1>(p, stream);
-      case 8: return launch<F, NT, 1, 4, 4, 4>(p, stream);
-      case 9: return launch<F, NT, 2, 4, 4, 4>(p, stream);
-      case 10: return launch<F, NT, 1, 3, 8, 3>(p, stream);
-      case 11: return launch<F, NT, 2, 6, 4, 3>(p, stream);
-      case 12: return launch<F, NT, 1, 4, 8, 2, 1>(p, stream);
-      case 13: return launch<F, NT, 1, 4, 8, 2, 2>(p, stream);
-      case 15: return launch<F, NT, 2, 4, 8, 2>(p, stream);
-      case 17: return launch<F, NT, 2, 4, 8, 3>(p, stream);
-      case 18: return launch<F, NT, 2, 6, 4, 4>(p, stream);
-      case 19: return launch<F, NT, 1, 2, 4, 6>(p, stream);
-      case 21: return launch<F, NT, 2, 4, 4, 5, 0, true>(p, stream);
-      default: return launch<F, NT, 1, 2, 8, 3, 0, true>(p, stream);  // 22
-    }
-  };
-  const bool two = a.m > 8;
-  if (fp8) {
-    err = two ? go(std::true_type{}, std::integral_constant<int, 2>{}) : go(std::true_type{}, std::integral_constant<int, 1>{});
-  } else {
-    err = two ? go(std::false_type{}, std::integral_constant<int, 2>{}) : go(std::false_type{}, std::integral_constant<int, 1>{});
-  }
+  const cudaError_t err = launch_decode(v.kernel, p, (p.n_tiles + v.tiles_per_block - 1) / v.tiles_per_block,
+                                        v.warps * 32, static_cast<cudaStream_t>(a.stream));
   VS_CUDA_TRY(err);
   return KernelStatus::Ok();
 }

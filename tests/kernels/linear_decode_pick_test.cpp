@@ -1,0 +1,85 @@
+// Default sm80 decode variant by wave fill (kernels/linear/decode_pick.h): the fill arithmetic, the pick on the
+// H200's numbers against the variants the 2026-11-30 sweep measured best, and batch invariance (one warps-per-block
+// group for both token-tile counts) on any device. Runs on the CPU.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_floating_point.hpp>
+
+#include <map>
+
+#include "kernels/linear/decode_pick.h"
+
+using namespace voltserve::kernels::sm80;
+
+namespace {
+
+// Resident blocks per SM of each candidate on the H200 (sm_90 register counts of the CUDA 13.0 build: 65536
+// registers per SM, 4- to 16-warp blocks), [fp8][token tiles - 1].
+DecodeDevice h200() {
+  const std::map<int, std::array<std::array<int, 2>, 2>> resident = {
+      {4, {{{5, 5}, {5, 5}}}},  {21, {{{5, 5}, {5, 5}}}}, {9, {{{4, 4}, {5, 4}}}},  {19, {{{6, 6}, {6, 7}}}},
+      {5, {{{5, 5}, {5, 5}}}},  {11, {{{3, 3}, {4, 3}}}}, {18, {{{4, 4}, {4, 4}}}}, {8, {{{4, 4}, {5, 4}}}},
+      {22, {{{3, 3}, {3, 3}}}}, {10, {{{3, 3}, {3, 3}}}}, {17, {{{3, 3}, {3, 3}}}}, {6, {{{4, 4}, {4, 4}}}},
+      {2, {{{4, 4}, {4, 4}}}},  {7, {{{1, 1}, {1, 1}}}}};
+  DecodeDevice d;
+  d.sms = 132;
+  for (const DecodeCandidate& c : decode_candidates()) d.resident.push_back(resident.at(c.tuning));
+  return d;
+}
+
+int warps_of(int tuning) {
+  for (const DecodeCandidate& c : decode_candidates())
+    if (c.tuning == tuning) return c.warps;
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("decode pick: wave fill counts the block slots a grid keeps busy", "[unit]") {
+  CHECK_THAT(wave_fill(512, 528), Catch::Matchers::WithinRel(512.0 / 528.0));
+  CHECK(wave_fill(528, 528) == 1.0);
+  CHECK_THAT(wave_fill(529, 528), Catch::Matchers::WithinRel(529.0 / 1056.0));
+  CHECK_THAT(wave_fill(1088, 660), Catch::Matchers::WithinRel(1088.0 / 1320.0));
+  CHECK(wave_fill(0, 528) == 0.0);
+  CHECK(wave_fill(10, 0) == 0.0);
+}
+
+TEST_CASE("decode pick on the H200 takes the variants the sweep measured best", "[unit]") {
+  const DecodeDevice d = h200();
+  // NVFP4, 1024 tiles (GDN in_proj_qkv + in_proj_z merged): 512 two-tile blocks in 528 slots (v9, 4 per SM) beat
+  // 660 slots (v4/v21): 83.6 / 83.2 / 70.4% vs 74.6 / 74.8 / 58.7% at M = 1 / 8 / 16.
+  const DecodePick qkvz = pick_decode_variants(d, false, 1024);
+  CHECK(qkvz.nt1 == 9);
+  CHECK(qkvz.nt2 == 9);
+  CHECK(pick_decode_variants(d, false, 896).nt1 == 9);  // attention q + k + v: 77.2% vs 62.8% before
+  // 320 tiles (o_proj, out_proj, down): 8-warp blocks, 3 per SM (320 of 396 slots) for both codecs.
+  for (bool fp8 : {false, true}) {
+    const DecodePick p320 = pick_decode_variants(d, fp8, 320);
+    CHECK(warps_of(p320.nt1) == 8);
+    CHECK(warps_of(p320.nt2) == 8);
+  }
+  // Few tiles: 16 warps split k.
+  CHECK(pick_decode_variants(d, false, 64).nt1 == 7);
+  CHECK(pick_decode_variants(d, true, 64).nt2 == 7);
+  // 768 tiles (q_proj): one-tile blocks, 6 per SM (768 of 792 slots).
+  CHECK(pick_decode_variants(d, false, 768).nt1 == 19);
+}
+
+TEST_CASE("decode pick keeps one warps-per-block group for both token-tile counts (batch invariance)", "[unit]") {
+  for (int sms : {20, 46, 82, 108, 132, 170}) {
+    DecodeDevice d = h200();
+    d.sms = sms;
+    // Perturb the residencies as another device's register file would.
+    for (size_t i = 0; i < d.resident.size(); ++i)
+      for (auto& per_codec : d.resident[i])
+        for (int& r : per_codec) r = 1 + static_cast<int>((static_cast<size_t>(r) * (i + 3) + static_cast<size_t>(sms)) % 6);
+    for (bool fp8 : {false, true}) {
+      for (long tiles = 1; tiles <= 20000; tiles += tiles < 2048 ? 1 : 97) {
+        const DecodePick p = pick_decode_variants(d, fp8, tiles);
+        INFO("sms=" << sms << " fp8=" << fp8 << " tiles=" << tiles << " picks " << p.nt1 << "/" << p.nt2);
+        REQUIRE(p.nt1 != 0);
+        REQUIRE(warps_of(p.nt1) == warps_of(p.nt2));
+      }
+    }
+  }
+  CHECK(pick_decode_variants(DecodeDevice{}, false, 1024).nt1 == 0);  // no device information: no pick
+}
