@@ -1,26 +1,30 @@
 // Default sm80 decode variant by wave fill (see decode_pick.h).
 #include "linear/decode_pick.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <utility>
 
 namespace voltserve::kernels::sm80 {
 
 namespace {
 
-// Scores: H200 sweep of 2026-11-30 (`bench_linear --sweep-only`, 11 weight shapes of the 27B model including the
-// merged projections, M = 1 and 8 for one token tile, 16 for two), median of measured % of the read ceiling over
-// wave_fill. Leave-one-shape-out, this pick reached 72.3% (NVFP4) and 83.1% (FP8) of the ceiling, weighted by the
-// shapes' bytes over M = 1, 8, 16, against 72.9% / 84.3% for the best variant per shape in hindsight and 71.1% /
-// 82.2% for the earlier tile-count thresholds.
+// Scores: H200 sweep of 2026-11-30 (`bench_linear --sweep-only` after a 25 ms warm-up per measurement, 11 weight
+// shapes of the 27B model including the merged projections, M = 1 and 8 for one token tile, 16 for two), median of
+// measured % of the read ceiling over wave_fill. Leave-one-shape-out, this pick reached 73.4% (NVFP4) and 85.8% (FP8)
+// of the ceiling, weighted by the shapes' bytes over M = 1, 8, 16, against 74.2% / 86.6% for the best variant per
+// shape in hindsight (bench/RESULTS.md).
 const std::vector<DecodeCandidate> kCandidates = {
-    // tuning, tiles/block, warps, {{NVFP4 nt1, nt2}, {FP8 nt1, nt2}}
-    {4, 2, 4, {{116, 75}, {164, 146}}},   {21, 2, 4, {{115, 88}, {164, 137}}},
-    {9, 2, 4, {{115, 92}, {164, 121}}},   {19, 1, 4, {{103, 63}, {134, 112}}},
-    {5, 1, 4, {{91, 61}, {117, 97}}},     {11, 2, 4, {{94, 74}, {140, 109}}},
-    {18, 2, 4, {{107, 90}, {140, 116}}},  {8, 1, 4, {{86, 60}, {118, 91}}},
-    {22, 1, 8, {{78, 56}, {99, 81}}},     {10, 1, 8, {{73, 42}, {95, 79}}},
-    {17, 2, 8, {{93, 40}, {134, 109}}},   {6, 1, 8, {{90, 37}, {109, 91}}},
-    {2, 1, 8, {{80, 29}, {109, 89}}},     {7, 1, 16, {{45, 37}, {65, 55}}},
+    // tuning, tiles/block, warps, k split, {{NVFP4 nt1, nt2}, {FP8 nt1, nt2}}
+    {4, 2, 4, 1, {{120, 77}, {166, 148}}},  {21, 2, 4, 1, {{119, 91}, {166, 140}}},
+    {9, 2, 4, 1, {{116, 93}, {165, 124}}},  {19, 1, 4, 1, {{105, 65}, {136, 116}}},
+    {5, 1, 4, 1, {{92, 62}, {119, 100}}},   {11, 2, 4, 1, {{97, 77}, {142, 111}}},
+    {18, 2, 4, 1, {{110, 93}, {142, 119}}}, {8, 1, 4, 1, {{87, 61}, {118, 94}}},
+    {22, 1, 8, 1, {{79, 58}, {100, 83}}},   {10, 1, 8, 1, {{75, 43}, {96, 81}}},
+    {17, 2, 8, 1, {{94, 41}, {137, 110}}},  {6, 1, 8, 1, {{92, 38}, {111, 93}}},
+    {2, 1, 8, 1, {{81, 29}, {110, 91}}},    {7, 1, 16, 1, {{46, 37}, {66, 56}}},
+    {23, 1, 4, 2, {{60, 43}, {84, 72}}},    {24, 2, 4, 2, {{79, 60}, {108, 90}}},
+    {25, 1, 8, 2, {{49, 29}, {72, 57}}},    {26, 1, 4, 2, {{67, 44}, {89, 83}}},
 };
 
 }  // namespace
@@ -37,18 +41,25 @@ DecodePick pick_decode_variants(const DecodeDevice& device, bool fp8, long n_til
   const std::vector<DecodeCandidate>& cands = decode_candidates();
   auto predicted = [&](size_t i, int nt) {
     const DecodeCandidate& c = cands[i];
-    const long blocks = (n_tiles + c.tiles_per_block - 1) / c.tiles_per_block;
+    const long blocks = (n_tiles + c.tiles_per_block - 1) / c.tiles_per_block * c.ksplit;
     const long slots = static_cast<long>(device.sms) * device.resident[i][fp8 ? 1 : 0][nt - 1];
     return wave_fill(blocks, slots) * c.score[fp8 ? 1 : 0][nt - 1];
   };
+  std::vector<std::pair<int, int>> groups;  // distinct (warps, k split)
+  for (const DecodeCandidate& c : cands) {
+    if (std::find(groups.begin(), groups.end(), std::pair{c.warps, c.ksplit}) == groups.end()) {
+      groups.emplace_back(c.warps, c.ksplit);
+    }
+  }
   DecodePick best;
   double best_score = -1.0;
-  for (int warps : {4, 8, 16}) {
+  for (const auto& [warps, ksplit] : groups) {
     int pick[2] = {0, 0};
     double score[2] = {-1.0, -1.0};
     for (size_t i = 0; i < cands.size() && i < device.resident.size(); ++i) {
-      if (cands[i].warps != warps) continue;
+      if (cands[i].warps != warps || cands[i].ksplit != ksplit) continue;
       for (int nt = 1; nt <= 2; ++nt) {
+        if (device.resident[i][fp8 ? 1 : 0][nt - 1] <= 0) continue;  // does not run on this device
         const double s = predicted(i, nt);
         if (s > score[nt - 1]) {
           score[nt - 1] = s;
@@ -56,9 +67,9 @@ DecodePick pick_decode_variants(const DecodeDevice& device, bool fp8, long n_til
         }
       }
     }
-    const double group = 0.7 * score[0] + 0.3 * score[1];
-    if (pick[0] != 0 && pick[1] != 0 && group > best_score) {
-      best_score = group;
+    const double predicted_group = 0.7 * score[0] + 0.3 * score[1];
+    if (pick[0] != 0 && pick[1] != 0 && predicted_group > best_score) {
+      best_score = predicted_group;
       best = {pick[0], pick[1]};
     }
   }

@@ -155,19 +155,59 @@ __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, u
   }
 }
 
+// sm_90 thread-block clusters (the k split over the two blocks of a cluster, KSPLIT = 2).
+__device__ __forceinline__ int cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  int r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+#else
+  return 0;
+#endif
+}
+
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __trap();  // split variants are launched on sm_90+ only
+#endif
+}
+
+// Reads a float from the shared memory of block `rank` of this cluster at the address of `local` there.
+__device__ __forceinline__ float cluster_load(const float* local, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(local));
+  uint32_t remote;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+#else
+  __trap();
+  return 0.0f;
+#endif
+}
+
 // One block: R adjacent 16-row tiles; its WARPS warps split k (warp w takes k-blocks w, w + WARPS, ...) and their
-// partial sums are added in warp order in shared memory at the end. The order of every sum depends on WARPS
-// only (not on R, RING, MINB or the number of tokens): see default_tuning on batch invariance.
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false>
+// partial sums are added in warp order in shared memory at the end. KSPLIT = 2 (sm_90+): the two blocks of a
+// cluster share the tiles and split k once more (block b's warp w takes k-blocks b * WARPS + w, + 2 * WARPS, ...),
+// so a weight with few tiles still fills every SM; block 1 hands its warp-ordered sums to block 0 through
+// distributed shared memory, which adds them to its own (sums of block 0 + sums of block 1, a fixed order). The order
+// of every sum depends on WARPS and KSPLIT only (not on R, RING, MINB or the number of tokens): see default_tuning
+// on batch invariance.
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1>
 __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
-  constexpr int kWarps = WARPS;
-  constexpr int kOut = R * NT * 128;  // fp32 sums per warp
-  __shared__ __align__(16) float red[kWarps * kOut];
+  static_assert(KSPLIT == 1 || KSPLIT == 2, "k splits over one or two blocks");
+  constexpr int kWarps = WARPS * KSPLIT;  // warps splitting k, over the cluster
+  constexpr int kOut = R * NT * 128;      // fp32 sums per warp
+  __shared__ __align__(16) float red[WARPS * kOut];
   const int lane = threadIdx.x & 31;
-  const int warp = threadIdx.x >> 5;
+  const int split = KSPLIT == 1 ? 0 : cluster_rank();
+  const int warp = split * WARPS + static_cast<int>(threadIdx.x >> 5);  // k index of this warp over the cluster
   const int g = lane >> 2;
   const int t = lane & 3;
-  const int tile0 = static_cast<int>(blockIdx.x) * R;
+  const int tile0 = static_cast<int>(blockIdx.x) / KSPLIT * R;
   constexpr int kKPerBlock = kFp8 ? 32 : 64;  // k values per 32-byte k-block
   constexpr int kKPerLane = kFp8 ? 8 : 16;
 
@@ -244,7 +284,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   uint32_t ring_s[kSlots][R];
   uint32_t ring_x[kSlots][NT][8];
   if constexpr (kFp8) {
-    if (p.pf_kblocks > 0) prefetch_tiles_l2<R>(p, tile0);
+    if (p.pf_kblocks > 0 && split == 0) prefetch_tiles_l2<R>(p, tile0);
   }
 #pragma unroll
   for (int u = 0; u < kRing; ++u) load_w(std::true_type{}, u, u * kWStep, ring_w[u], ring_s[u]);
@@ -293,19 +333,41 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   for (; j0 + kSlots + kRing <= cnt; j0 += kSlots) turn(std::false_type{}, j0);
   for (; j0 < cnt; j0 += kSlots) turn(std::true_type{}, j0);
 
-  // Reduction across the block's warps, in warp order.
+  // Reduction across the block's warps, in warp order (then, KSPLIT = 2, across the cluster's two blocks).
+  const int bwarp = static_cast<int>(threadIdx.x >> 5);
   __syncthreads();
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
-      *reinterpret_cast<float4*>(&red[warp * kOut + (r * NT + nt) * 128 + lane * 4]) =
+      *reinterpret_cast<float4*>(&red[bwarp * kOut + (r * NT + nt) * 128 + lane * 4]) =
           make_float4(acc[r][nt][0], acc[r][nt][1], acc[r][nt][2], acc[r][nt][3]);
   __syncthreads();
+  if constexpr (KSPLIT == 2) {
+    // Each block sums its warps into red[0 .. kOut) (thread o owns the outputs o, o + blockDim.x, ...; warp 0's slot
+    // is read before being overwritten by the same thread), then block 0 adds block 1's sums after a cluster barrier,
+    // and a second barrier keeps block 1's shared memory alive until block 0 has read it.
+    for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < WARPS; ++w) sum += red[w * kOut + o];
+      red[o] = sum;
+    }
+    cluster_barrier();
+    if (split == 0) {
+      for (int o = threadIdx.x; o < kOut; o += blockDim.x) red[o] += cluster_load(&red[o], 1);
+    }
+    cluster_barrier();
+    if (split != 0) return;
+  }
   for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
     float sum = 0.0f;
+    if constexpr (KSPLIT == 2) {
+      sum = red[o];
+    } else {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += red[w * kOut + o];
+      for (int w = 0; w < WARPS; ++w) sum += red[w * kOut + o];
+    }
     const int r = o / (NT * 128);
     const int nt = (o / 128) % NT;
     const int ln = (o / 4) % 32;
@@ -325,10 +387,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   }
 }
 
-// Launches a decode kernel, with programmatic dependent launch when p.pdl (sm_90+ devices only).
+// Launches a decode kernel, with programmatic dependent launch when p.pdl (sm_90+ devices only) and as clusters of
+// `ksplit` blocks when ksplit > 1 (sm_90+).
 template <typename Kernel>
-cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int threads, cudaStream_t stream) {
-  if (!p.pdl) {
+cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int threads, int ksplit, cudaStream_t stream) {
+  if (!p.pdl && ksplit == 1) {
     kernel<<<blocks, threads, 0, stream>>>(p);
     return cudaGetLastError();
   }
@@ -337,11 +400,22 @@ cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int thread
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = 0;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  if (p.pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (ksplit > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = static_cast<unsigned>(ksplit);
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
@@ -350,11 +424,12 @@ struct Variant {
   void (*kernel)(Params) = nullptr;
   int tiles_per_block = 1;
   int warps = 4;
+  int ksplit = 1;  // blocks of a cluster splitting k (sm_90+)
 };
 
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false>
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1>
 constexpr Variant make_variant() {
-  return {decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2>, R, WARPS};
+  return {decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT>, R, WARPS, KSPLIT};
 }
 
 // Variants (LinearArgs::tuning; bench_linear --sweep): tiles per block R, weight loads in flight per warp (ring),
@@ -363,6 +438,7 @@ constexpr Variant make_variant() {
 //   7: R1 ring4 w16 b1   8: R1 ring4 w4 b4    9: R2 ring4 w4 b4   10: R1 ring3 w8 b3   11: R2 ring6 w4 b3
 //  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6
 //  21 / 22: as 4 / R1 ring2 w8 b3, with x loaded right before use for two token tiles
+//  23 / 24 / 25 / 26: as 5 / 21 / 10 / 19, k split over the two blocks of a cluster (sm_90+ only)
 // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. Removed after
 // measuring slower on every 27B shape: persistent grids with a block barrier per tile, a k split over blocks
 // (atomic adds, or a serial fixup through caller memory), a stream-K schedule over warps with a cp.async ring (all
@@ -388,13 +464,12 @@ Variant variant(int tuning) {
     case 19: return make_variant<F, NT, 1, 2, 4, 6>();
     case 21: return make_variant<F, NT, 2, 4, 4, 5, 0, true>();
     case 22: return make_variant<F, NT, 1, 2, 8, 3, 0, true>();
+    case 23: return make_variant<F, NT, 1, 4, 4, 5, 0, false, 2>();
+    case 24: return make_variant<F, NT, 2, 4, 4, 5, 0, true, 2>();
+    case 25: return make_variant<F, NT, 1, 3, 8, 3, 0, false, 2>();
+    case 26: return make_variant<F, NT, 1, 2, 4, 6, 0, false, 2>();
     default: return {};
   }
-}
-
-Variant variant(bool fp8, int nt, int tuning) {
-  if (fp8) return nt == 2 ? variant<true, 2>(tuning) : variant<true, 1>(tuning);
-  return nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning);
 }
 
 int device_major() {
@@ -406,6 +481,13 @@ int device_major() {
     }
   }
   return major;
+}
+
+// The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device.
+Variant variant(bool fp8, int nt, int tuning) {
+  if (tuning >= 23 && device_major() < 9) return {};
+  if (fp8) return nt == 2 ? variant<true, 2>(tuning) : variant<true, 1>(tuning);
+  return nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning);
 }
 
 // The running device as the default pick sees it (decode_pick.h): SM count and every candidate's resident blocks
@@ -423,7 +505,10 @@ const DecodeDevice& decode_device() {
         for (int nt = 1; nt <= 2; ++nt) {
           const Variant v = variant(f == 1, nt, c.tuning);
           int blocks = 0;
-          if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess) blocks = 0;
+          if (v.kernel == nullptr ||
+              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess) {
+            blocks = 0;  // not on this device
+          }
           r[f][nt - 1] = blocks;
         }
       }
@@ -436,8 +521,8 @@ const DecodeDevice& decode_device() {
 
 // The default variant (LinearArgs::tuning = 0) for one (nt = 1) or two (nt = 2) token tiles: pick_decode_variants
 // by wave fill (decode_pick.h). Batch invariance: the pick depends on the weight's shape and the device only, and the
-// nt = 1 and nt = 2 picks of one shape have the same warps per block, which alone orders every sum (tiles per block,
-// ring depth and blocks per SM do not; there is no k split over blocks). MMA columns of different tokens never mix,
+// nt = 1 and nt = 2 picks of one shape have the same warps per block and k split, which alone order every sum (tiles
+// per block, ring depth and blocks per SM do not). MMA columns of different tokens never mix,
 // so a token's result is bit-identical whether it runs alone or with up to 15 others: speculative verification
 // (k + 1 tokens) reproduces plain decoding (1 token). Tested by "decode is batch invariant".
 int default_tuning(bool fp8, int n_tiles, int nt) {
@@ -554,7 +639,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   const int nt = a.m > 8 ? 2 : 1;  // token tiles of 8
   const Variant v = variant(fp8, nt, a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning);
   if (v.kernel == nullptr) {
-    return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21 or 22");
+    return VS_KERNEL_FAIL(kBadArgument,
+                          "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19 or 21..22, or 23..26 on sm_90+");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
@@ -564,8 +650,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     const int64_t kblock_bytes = int64_t{p.n_tiles} * 512;  // one k-block of every tile
     p.pf_kblocks = static_cast<int>(std::min<int64_t>(p.kblocks, (budget + kblock_bytes - 1) / kblock_bytes));
   }
-  const cudaError_t err = launch_decode(v.kernel, p, (p.n_tiles + v.tiles_per_block - 1) / v.tiles_per_block,
-                                        v.warps * 32, static_cast<cudaStream_t>(a.stream));
+  const int blocks = (p.n_tiles + v.tiles_per_block - 1) / v.tiles_per_block * v.ksplit;
+  const cudaError_t err = launch_decode(v.kernel, p, blocks, v.warps * 32, v.ksplit, static_cast<cudaStream_t>(a.stream));
   VS_CUDA_TRY(err);
   return KernelStatus::Ok();
 }

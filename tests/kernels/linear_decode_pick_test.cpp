@@ -1,10 +1,11 @@
 // Default sm80 decode variant by wave fill (kernels/linear/decode_pick.h): the fill arithmetic, the pick on the
 // H200's numbers against the variants the 2026-11-30 sweep measured best, and batch invariance (one warps-per-block
-// group for both token-tile counts) on any device. Runs on the CPU.
+// and k-split group for both token-tile counts) on any device. Runs on the CPU.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_floating_point.hpp>
 
 #include <map>
+#include <utility>
 
 #include "kernels/linear/decode_pick.h"
 
@@ -19,17 +20,19 @@ DecodeDevice h200() {
       {4, {{{5, 5}, {5, 5}}}},  {21, {{{5, 5}, {5, 5}}}}, {9, {{{4, 4}, {5, 4}}}},  {19, {{{6, 6}, {6, 7}}}},
       {5, {{{5, 5}, {5, 5}}}},  {11, {{{3, 3}, {4, 3}}}}, {18, {{{4, 4}, {4, 4}}}}, {8, {{{4, 4}, {5, 4}}}},
       {22, {{{3, 3}, {3, 3}}}}, {10, {{{3, 3}, {3, 3}}}}, {17, {{{3, 3}, {3, 3}}}}, {6, {{{4, 4}, {4, 4}}}},
-      {2, {{{4, 4}, {4, 4}}}},  {7, {{{1, 1}, {1, 1}}}}};
+      {2, {{{4, 4}, {4, 4}}}},  {7, {{{1, 1}, {1, 1}}}},  {23, {{{5, 5}, {5, 5}}}}, {24, {{{5, 5}, {5, 5}}}},
+      {25, {{{3, 3}, {3, 3}}}}, {26, {{{6, 6}, {6, 7}}}}};
   DecodeDevice d;
   d.sms = 132;
   for (const DecodeCandidate& c : decode_candidates()) d.resident.push_back(resident.at(c.tuning));
   return d;
 }
 
-int warps_of(int tuning) {
+// Warps per block and k split of a candidate: together they set the order of every sum.
+std::pair<int, int> sum_order_of(int tuning) {
   for (const DecodeCandidate& c : decode_candidates())
-    if (c.tuning == tuning) return c.warps;
-  return -1;
+    if (c.tuning == tuning) return {c.warps, c.ksplit};
+  return {-1, -1};
 }
 
 }  // namespace
@@ -51,12 +54,20 @@ TEST_CASE("decode pick on the H200 takes the variants the sweep measured best", 
   CHECK(qkvz.nt1 == 9);
   CHECK(qkvz.nt2 == 9);
   CHECK(pick_decode_variants(d, false, 896).nt1 == 9);  // attention q + k + v: 77.2% vs 62.8% before
-  // 320 tiles (o_proj, out_proj, down): 8-warp blocks, 3 per SM (320 of 396 slots) for both codecs.
-  for (bool fp8 : {false, true}) {
-    const DecodePick p320 = pick_decode_variants(d, fp8, 320);
-    CHECK(warps_of(p320.nt1) == 8);
-    CHECK(warps_of(p320.nt2) == 8);
+  // 320 tiles (o_proj, out_proj, down): NVFP4 takes 8-warp blocks, 3 per SM (320 of 396 slots); FP8 splits k over
+  // two-block clusters of 4-warp blocks, 5 per SM (640 of 660 slots): down 88.3% vs 82.1% over M = 1, 8, 16.
+  const DecodePick nvfp4_320 = pick_decode_variants(d, false, 320);
+  CHECK(sum_order_of(nvfp4_320.nt1) == std::pair{8, 1});
+  CHECK(sum_order_of(nvfp4_320.nt2) == std::pair{8, 1});
+  const DecodePick fp8_320 = pick_decode_variants(d, true, 320);
+  CHECK(fp8_320.nt1 == 23);
+  CHECK(fp8_320.nt2 == 23);
+  // Without clusters (resident 0: not sm_90) the split candidates are never picked.
+  DecodeDevice no_clusters = d;
+  for (size_t i = 0; i < decode_candidates().size(); ++i) {
+    if (decode_candidates()[i].ksplit > 1) no_clusters.resident[i] = {};
   }
+  CHECK(sum_order_of(pick_decode_variants(no_clusters, true, 320).nt1).second == 1);
   // Few tiles: 16 warps split k.
   CHECK(pick_decode_variants(d, false, 64).nt1 == 7);
   CHECK(pick_decode_variants(d, true, 64).nt2 == 7);
@@ -77,7 +88,7 @@ TEST_CASE("decode pick keeps one warps-per-block group for both token-tile count
         const DecodePick p = pick_decode_variants(d, fp8, tiles);
         INFO("sms=" << sms << " fp8=" << fp8 << " tiles=" << tiles << " picks " << p.nt1 << "/" << p.nt2);
         REQUIRE(p.nt1 != 0);
-        REQUIRE(warps_of(p.nt1) == warps_of(p.nt2));
+        REQUIRE(sum_order_of(p.nt1) == sum_order_of(p.nt2));
       }
     }
   }

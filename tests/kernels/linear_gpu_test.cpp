@@ -412,7 +412,8 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
-      for (int tuning : {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 15, 17, 18, 19, 21, 22}) {
+      for (int tuning : {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 15, 17, 18, 19, 21, 22, 23, 24, 25, 26}) {
+        if (tuning >= 23 && cc < 90) continue;  // k split over a cluster: sm_90+
         for (int64_t m : {1, 8, 9, 16}) {
           run_case(ctx, *w, KernelFamily::kSm80, m, m != 8, seed * 100 + static_cast<uint64_t>(m + tuning), tuning);
         }
@@ -431,7 +432,7 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   a.x = dx.p;
   a.y = dy.p;
   a.m = 1;
-  for (int bad : {3, 14, 16, 20, 23, 99, -1}) {
+  for (int bad : {3, 14, 16, 20, 27, 99, -1}) {
     a.tuning = bad;
     CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
   }
@@ -478,6 +479,9 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
       std::vector<std::pair<KernelFamily, int>> configs = {{KernelFamily::kSm70, 0}};
       if (cc >= 80) {
         for (int tuning : {0, 4, 7, 10, 11, 19, 21, 22}) configs.emplace_back(KernelFamily::kSm80, tuning);
+        if (cc >= 90) {
+          for (int tuning : {23, 24, 25, 26}) configs.emplace_back(KernelFamily::kSm80, tuning);
+        }
       }
       for (const auto& [fam, tuning] : configs) {
         const std::vector<float> y16 = run(fam, 16, tuning);
