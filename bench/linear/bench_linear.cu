@@ -235,9 +235,21 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep] [--only SHAPE] [--out results.tsv]\n");
-      return 2;
+      const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
+      std::fprintf(help ? stdout : stderr,
+                   "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep] [--only SHAPE] "
+                   "[--out results.tsv]\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
+      for (const Shape& sh : kShapes) {
+        std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
+                     static_cast<long long>(sh.k), sh.per_tensor == 0 ? "  (merged)" : "");
+      }
+      return help ? 0 : 2;
     }
+  }
+  if (only != nullptr &&
+      std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& sh) { return !std::strcmp(only, sh.name); })) {
+    std::fprintf(stderr, "bench_linear: --only %s: no such shape (bench_linear --help lists them)\n", only);
+    return 2;
   }
   int dev = 0;
   CK(cudaSetDevice(dev));
