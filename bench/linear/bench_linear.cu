@@ -81,29 +81,22 @@ double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
+  auto replay_ms = [&] {  // one timed replay of the whole graph
+    CK(cudaEventRecord(a, s));
+    CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms;
+  };
   // Warm-up replays for >= 25 ms of GPU time: the GPU lowers its clocks while the host allocates and fills the next
   // weights, and a kernel timed right after ran up to 10% slow (NVFP4 decode, whose integer work follows the SM
   // clock) until they recovered. Serving keeps the GPU busy, so steady clocks are the case to measure.
   float warm_ms = 0;
-  for (int i = 0; i < 1000 && warm_ms < 25.0f; ++i) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    warm_ms += ms;
-  }
+  for (int i = 0; i < 1000 && warm_ms < 25.0f; ++i) warm_ms += replay_ms();
   std::vector<double> t;
-  for (int r = 0; r < replays; ++r) {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1000.0 / launches);
-  }
+  for (int r = 0; r < replays; ++r) t.push_back(replay_ms() * 1000.0 / launches);
   std::sort(t.begin(), t.end());
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));

@@ -440,9 +440,9 @@ constexpr Variant make_variant() {
 //  21 / 22: as 4 / R1 ring2 w8 b3, with x loaded right before use for two token tiles
 //  23 / 24 / 25 / 26: as 5 / 21 / 10 / 19, k split over the two blocks of a cluster (sm_90+ only)
 // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. Removed after
-// measuring slower on every 27B shape: persistent grids with a block barrier per tile, a k split over blocks
-// (atomic adds, or a serial fixup through caller memory), a stream-K schedule over warps with a cp.async ring (all
-// recorded in bench/RESULTS.md). Unknown numbers give a null kernel.
+// measuring slower on every 27B shape: persistent grids with a block barrier per tile, a k split over blocks through
+// global memory (atomic adds, or a serial fixup through caller memory), a stream-K schedule over warps with a
+// cp.async ring (all recorded in bench/RESULTS.md). Unknown numbers give a null kernel.
 template <bool F, int NT>
 Variant variant(int tuning) {
   switch (tuning) {
@@ -611,8 +611,11 @@ int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per
   const int nt = m > 8 ? 2 : 1;
   const int tuning = default_tuning(fp8, static_cast<int>(w.n / 16), nt);
   if (blocks_per_sm != nullptr) {
-    const Variant v = variant(fp8, nt, tuning);
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks_per_sm, v.kernel, v.warps * 32, 0) != cudaSuccess) *blocks_per_sm = 0;
+    *blocks_per_sm = 0;
+    const std::vector<DecodeCandidate>& cands = decode_candidates();
+    for (size_t i = 0; i < cands.size() && i < decode_device().resident.size(); ++i) {
+      if (cands[i].tuning == tuning) *blocks_per_sm = decode_device().resident[i][fp8 ? 1 : 0][nt - 1];
+    }
   }
   return tuning;
 }
