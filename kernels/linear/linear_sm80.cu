@@ -490,6 +490,23 @@ Variant variant(bool fp8, int nt, int tuning) {
   return nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning);
 }
 
+// Whether clusters of v.ksplit blocks of v can be resident at all on this device (a partitioned GPU, e.g. MIG or MPS
+// with few SMs, may not place them); the default pick only takes split variants that can.
+bool clusters_fit(const Variant& v) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(v.ksplit));
+  cfg.blockDim = dim3(static_cast<unsigned>(v.warps * 32));
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(v.ksplit);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  return cudaOccupancyMaxActiveClusters(&clusters, v.kernel, &cfg) == cudaSuccess && clusters > 0;
+}
+
 // The running device as the default pick sees it (decode_pick.h): SM count and every candidate's resident blocks
 // per SM, measured once per process with the occupancy calculator on the candidates' own kernels.
 const DecodeDevice& decode_device() {
@@ -506,8 +523,10 @@ const DecodeDevice& decode_device() {
           const Variant v = variant(f == 1, nt, c.tuning);
           int blocks = 0;
           if (v.kernel == nullptr ||
-              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess) {
+              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess ||
+              (v.ksplit > 1 && !clusters_fit(v))) {
             blocks = 0;  // not on this device
+            cudaGetLastError();
           }
           r[f][nt - 1] = blocks;
         }
