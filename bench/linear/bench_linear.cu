@@ -68,6 +68,8 @@ void fill(void* p, size_t n, uint64_t seed, int mode) {
   CK(cudaGetLastError());
 }
 
+float kWarmupMs = 25.0f;  // --warmup-ms
+
 template <typename F>
 double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
   enqueue(0);  // warm-up outside capture (lazy init of cuBLAS and modules)
@@ -90,11 +92,11 @@ double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
     CK(cudaEventElapsedTime(&ms, a, b));
     return ms;
   };
-  // Warm-up replays for >= 25 ms of GPU time: the GPU lowers its clocks while the host allocates and fills the next
+  // Warm-up replays for >= kWarmupMs of GPU time: the GPU lowers its clocks while the host allocates and fills the next
   // weights, and a kernel timed right after ran up to 10% slow (NVFP4 decode, whose integer work follows the SM
   // clock) until they recovered. Serving keeps the GPU busy, so steady clocks are the case to measure.
   float warm_ms = 0;
-  for (int i = 0; i < 1000 && warm_ms < 25.0f; ++i) warm_ms += replay_ms();
+  for (int i = 0; i < 10000 && warm_ms < kWarmupMs; ++i) warm_ms += replay_ms();
   std::vector<double> t;
   for (int r = 0; r < replays; ++r) t.push_back(replay_ms() * 1000.0 / launches);
   std::sort(t.begin(), t.end());
@@ -122,8 +124,10 @@ const Shape kShapes[] = {
     {"gdn.out_proj", 5120, 6144, 48, 48},    {"attn.q_proj", 12288, 5120, 16, 0},
     {"attn.k/v_proj", 1024, 5120, 32, 0},    {"attn.o_proj", 5120, 6144, 16, 16},
     {"mlp.gate/up", 17408, 5120, 128, 0},    {"mlp.down", 5120, 17408, 64, 64},
-    {"lm_head", 248320, 5120, 1, 1},         {"gdn.qkv+z", 16384, 5120, 0, 48},
-    {"attn.q+k+v", 14336, 5120, 0, 16},      {"mlp.gate+up", 34816, 5120, 0, 64},
+    {"gdn.qkv+z", 16384, 5120, 0, 48},       {"attn.q+k+v", 14336, 5120, 0, 16},
+    {"mlp.gate+up", 34816, 5120, 0, 64},
+    // Last: its long run at the power cap leaves the clocks low for a while (the next shape's M = 1 ran 3-6% slow).
+    {"lm_head", 248320, 5120, 1, 1},
 };
 
 struct Row {
@@ -227,11 +231,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--prefetch-sweep")) pf_sweep = sweep_only = true;
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--warmup-ms") && i + 1 < argc) kWarmupMs = std::strtof(argv[++i], nullptr);
     else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr,
                    "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep] [--only SHAPE] "
-                   "[--out results.tsv]\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
+                   "[--out results.tsv] [--warmup-ms MS]\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
       for (const Shape& sh : kShapes) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
                      static_cast<long long>(sh.k), sh.per_tensor == 0 ? "  (merged)" : "");
@@ -502,6 +507,32 @@ int main(int argc, char** argv) {
     if (tensors.den > 0 || merged.den > 0)
       std::printf("%-6s mixed %-8s %8s %8s   (MLP NVFP4 + attention/GDN FP8)\n", family_name(fams[0]),
                   grp == 0 ? "1-8" : "9-16", tensors.str().c_str(), merged.str().c_str());
+  }
+  // Per forward of the 27B model: the linear layers' kernel times summed as launched (count x µs), lm_head apart;
+  // what bounds plain decode (M = 1) and a verification round (M = k + 1) before attention, GDN and norms.
+  std::printf("\nper 27B forward, sum of linear-layer kernel times (%s): ms merged / per tensor + lm_head\n",
+              family_name(fams[0]));
+  for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+    for (int64_t m : ms) {
+      if (m != 1 && m != 4 && m != 8 && m != 16) continue;
+      double merged = 0, tensors = 0, head = 0;
+      int shapes = 0;
+      for (const Row& r : rows) {
+        if (r.fam != fams[0] || r.m != m) continue;
+        if (r.shape == "lm_head") {
+          head = r.us;
+          continue;
+        }
+        if (r.codec != codec) continue;
+        merged += r.us * r.merged;
+        tensors += r.us * r.per_tensor;
+        ++shapes;
+      }
+      if (shapes == static_cast<int>(std::size(kShapes)) - 1) {
+        std::printf("%-5s M=%-3lld %6.2f / %6.2f ms + %5.3f ms\n", codec_name(codec), static_cast<long long>(m),
+                    merged / 1000, tensors / 1000, head / 1000);
+      }
+    }
   }
   double ratio_min = 1e9, ratio_sum = 0;
   for (const Big& b : bigs) {
