@@ -521,8 +521,12 @@ const DecodeDevice& decode_device() {
       for (int f = 0; f < 2; ++f) {
         for (int nt = 1; nt <= 2; ++nt) {
           const Variant v = variant(f == 1, nt, c.tuning);
+          // A candidate whose block shape disagrees with its kernel would mislead the pick (and could pair two sum
+          // orders): never pick it. decode_pick.cpp and the variant table above must describe the same kernels.
+          const bool same_shape =
+              v.tiles_per_block == c.tiles_per_block && v.warps == c.warps && v.ksplit == c.ksplit;
           int blocks = 0;
-          if (v.kernel == nullptr ||
+          if (v.kernel == nullptr || !same_shape ||
               cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess ||
               (v.ksplit > 1 && !clusters_fit(v))) {
             blocks = 0;  // not on this device
