@@ -45,12 +45,14 @@ DecodePick pick_decode_variants(const DecodeDevice& device, bool fp8, long n_til
     const long slots = static_cast<long>(device.sms) * device.resident[i][fp8 ? 1 : 0][nt - 1];
     return wave_fill(blocks, slots) * c.score[fp8 ? 1 : 0][nt - 1];
   };
-  std::vector<std::pair<int, int>> groups;  // distinct (warps, k split)
-  for (const DecodeCandidate& c : cands) {
-    if (std::find(groups.begin(), groups.end(), std::pair{c.warps, c.ksplit}) == groups.end()) {
-      groups.emplace_back(c.warps, c.ksplit);
+  // The distinct (warps, k split) groups, found once: this runs on every default launch.
+  static const std::vector<std::pair<int, int>> groups = [&cands] {
+    std::vector<std::pair<int, int>> g;
+    for (const DecodeCandidate& c : cands) {
+      if (std::find(g.begin(), g.end(), std::pair{c.warps, c.ksplit}) == g.end()) g.emplace_back(c.warps, c.ksplit);
     }
-  }
+    return g;
+  }();
   DecodePick best;
   double best_score = -1.0;
   for (const auto& [warps, ksplit] : groups) {

@@ -343,30 +343,29 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
       *reinterpret_cast<float4*>(&red[bwarp * kOut + (r * NT + nt) * 128 + lane * 4]) =
           make_float4(acc[r][nt][0], acc[r][nt][1], acc[r][nt][2], acc[r][nt][3]);
   __syncthreads();
+  auto warp_sum = [&](int o) {  // this block's warps, in warp order
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) sum += red[w * kOut + o];
+    return sum;
+  };
   if constexpr (KSPLIT == 2) {
     // Each block sums its warps into red[0 .. kOut) (thread o owns the outputs o, o + blockDim.x, ...; warp 0's slot
-    // is read before being overwritten by the same thread), then block 0 adds block 1's sums after a cluster barrier,
-    // and a second barrier keeps block 1's shared memory alive until block 0 has read it.
-    for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) sum += red[w * kOut + o];
-      red[o] = sum;
-    }
+    // is read before being overwritten by the same thread). After a cluster barrier block 0 adds block 1's sums to
+    // its own in the epilogue below; a second barrier keeps block 1's shared memory alive until then.
+    for (int o = threadIdx.x; o < kOut; o += blockDim.x) red[o] = warp_sum(o);
     cluster_barrier();
-    if (split == 0) {
-      for (int o = threadIdx.x; o < kOut; o += blockDim.x) red[o] += cluster_load(&red[o], 1);
+    if (split != 0) {
+      cluster_barrier();
+      return;
     }
-    cluster_barrier();
-    if (split != 0) return;
   }
   for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
-    float sum = 0.0f;
+    float sum;
     if constexpr (KSPLIT == 2) {
-      sum = red[o];
+      sum = red[o] + cluster_load(&red[o], 1);  // block 0's sums + block 1's: a fixed order
     } else {
-#pragma unroll
-      for (int w = 0; w < WARPS; ++w) sum += red[w * kOut + o];
+      sum = warp_sum(o);
     }
     const int r = o / (NT * 128);
     const int nt = (o / 128) % NT;
@@ -385,6 +384,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
       }
     }
   }
+  if constexpr (KSPLIT == 2) cluster_barrier();  // block 1 may leave now
 }
 
 // Launches a decode kernel, with programmatic dependent launch when p.pdl (sm_90+ devices only) and as clusters of
