@@ -320,9 +320,10 @@ int main(int argc, char** argv) {
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
           // {tuning, overlap}: tuning 0 = the default pick; overlap 1 = programmatic dependent launch, 2 = plain.
+          // 12 / 13: v1's block shape streaming the weights only / decoding and multiplying only (diagnostics).
           const int variants[][2] = {{0, 1}, {0, 2}, {1, 1}, {2, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 1},
                                      {10, 1}, {11, 1}, {15, 1}, {17, 1}, {18, 1}, {19, 1}, {21, 1}, {22, 1},
-                                     {23, 1}, {24, 1}, {25, 1}, {26, 1}};
+                                     {23, 1}, {24, 1}, {25, 1}, {26, 1}, {12, 1}, {13, 1}};
           for (const auto& vk : variants) {
             const int tuning = vk[0];
             if (tuning >= 23 && cc < 90) continue;  // k split over a cluster: sm_90+

@@ -35,6 +35,21 @@ __device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
   return d;
 }
 
+// a * {b.half[H], b.half[H]} (f16x2): ptxas folds the broadcast into the multiply's operand selector (.H0_H0 /
+// .H1_H1), so it costs no instruction, unlike a byte permute into a register first.
+template <int H>
+__device__ __forceinline__ uint32_t hmul2_bcast(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (H == 0) {
+    asm("{.reg .b16 l, h; .reg .b32 t; mov.b32 {l, h}, %2; mov.b32 t, {l, l}; mul.rn.f16x2 %0, %1, t;}"
+        : "=r"(d) : "r"(a), "r"(b));
+  } else {
+    asm("{.reg .b16 l, h; .reg .b32 t; mov.b32 {l, h}, %2; mov.b32 t, {h, h}; mul.rn.f16x2 %0, %1, t;}"
+        : "=r"(d) : "r"(a), "r"(b));
+  }
+  return d;
+}
+
 __device__ __forceinline__ uint32_t half2_bits(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);

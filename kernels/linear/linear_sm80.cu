@@ -112,9 +112,7 @@ template <bool kFp8, int NT>
 __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, uint32_t sc,
                                           const uint32_t (&xw)[NT][8]) {
   if constexpr (!kFp8) {
-    const uint32_t sp = nvfp4_scale_pair(sc);
-    const uint32_t s_lo = __byte_perm(sp, 0u, 0x1010);
-    const uint32_t s_hi = __byte_perm(sp, 0u, 0x3232);
+    const uint32_t sp = nvfp4_scale_pair(sc);  // half 0: row g's scale, half 1: row g + 8's
     const uint32_t lo[2] = {w.x, w.y};
     const uint32_t hi[2] = {w.z, w.w};
 #pragma unroll
@@ -133,10 +131,10 @@ __device__ __forceinline__ void tile_step(float (&acc)[NT][4], const uint4& w, u
         a1 = nvfp4_sm80_pair<2>(wh);
         a3 = nvfp4_sm80_pair<3>(wh);
       }
-      a0 = hmul2(a0, s_lo);
-      a2 = hmul2(a2, s_lo);
-      a1 = hmul2(a1, s_hi);
-      a3 = hmul2(a3, s_hi);
+      a0 = detail::hmul2_bcast<0>(a0, sp);
+      a2 = detail::hmul2_bcast<0>(a2, sp);
+      a1 = detail::hmul2_bcast<1>(a1, sp);
+      a3 = detail::hmul2_bcast<1>(a3, sp);
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt) mma16816(acc[nt], a0, a1, a2, a3, xw[nt][2 * i], xw[nt][2 * i + 1]);
     }
