@@ -13,8 +13,8 @@ namespace voltserve::kernels {
 namespace {
 
 KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
-  if (w.n <= 0 || w.k <= 0 || w.n % 16 != 0 || w.k % 16 != 0) {
-    return VS_KERNEL_FAIL(kBadShape, "linear: n and k must be positive multiples of 16");
+  if (w.n <= 0 || w.k <= 0 || w.k % 16 != 0) {
+    return VS_KERNEL_FAIL(kBadShape, "linear: n must be positive and k a positive multiple of 16");
   }
   if (w.n > (int64_t{1} << 30) || w.k > (int64_t{1} << 24)) return VS_KERNEL_FAIL(kBadShape, "linear: n or k too large");
   if (w.codes == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: weight codes are null");

@@ -630,7 +630,7 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
 int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm) {
   const bool fp8 = w.codec == WeightCodec::kFp8;
   const int nt = m > 8 ? 2 : 1;
-  const int tuning = default_tuning(fp8, static_cast<int>(w.n / 16), nt);
+  const int tuning = default_tuning(fp8, static_cast<int>((w.n + 15) / 16), nt);
   if (blocks_per_sm != nullptr) {
     *blocks_per_sm = 0;
     const std::vector<DecodeCandidate>& cands = decode_candidates();
@@ -657,7 +657,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.n = static_cast<int>(w.n);
   p.k = static_cast<int>(w.k);
   p.m = static_cast<int>(a.m);
-  p.n_tiles = static_cast<int>(w.n / 16);
+  p.n_tiles = static_cast<int>((w.n + 15) / 16);  // the last tile's rows past n are zero padding, never written
   p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
   p.y_f32 = a.y_f32;
   const int nt = a.m > 8 ? 2 : 1;  // token tiles of 8

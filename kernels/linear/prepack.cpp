@@ -60,7 +60,8 @@ TileGeometry tile_geometry(KernelFamily family) {
 
 std::string check_linear_shape(WeightCodec codec, int64_t n, int64_t k) {
   if (n <= 0 || k <= 0) return "linear: n and k must be positive (n=" + std::to_string(n) + " k=" + std::to_string(k) + ")";
-  if (n % 16 != 0) return "linear: n=" + std::to_string(n) + " is not a multiple of 16";
+  // Any n: the last tile's rows past n are zero padding. k: whole NVFP4 scale groups, and 16-byte aligned rows of x
+  // for the kernels' vector loads.
   if (k % 16 != 0) {
     return std::string("linear: k=") + std::to_string(k) + " is not a multiple of 16 (" + codec_name(codec) + ")";
   }

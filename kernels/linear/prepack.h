@@ -37,7 +37,8 @@ struct PackedWeightHost {
   std::vector<uint8_t> scales;  // empty for FP8
 };
 
-// Shape rules shared by every entry point: n, k > 0, n % 16 == 0, k % 16 == 0. Returns "" when valid.
+// Shape rules shared by every entry point: n, k > 0, k % 16 == 0 (n is free: the last tile is zero-padded).
+// Returns "" when valid.
 std::string check_linear_shape(WeightCodec codec, int64_t n, int64_t k);
 
 // codes: [n, k/2] u8 (NVFP4) with scales [n, k/16] e4m3; or codes [n, k] e4m3 (FP8) with empty scales.

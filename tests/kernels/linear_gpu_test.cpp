@@ -298,8 +298,10 @@ TEST_CASE("linear gpu nvfp4 lm_head 5120->248320", "[gpu]") {
 
 TEST_CASE("linear gpu awkward shapes, per-channel scales and fp16 output", "[gpu]") {
   REQUIRE_DEVICE(cc);
-  // k not a multiple of 256 (or of 64), n an odd multiple of 16; per-channel multipliers on both codecs.
-  const int64_t shapes[][2] = {{16, 16}, {48, 80}, {1040, 5184}, {5136, 1104}, {208, 17408 + 16}};
+  // k not a multiple of 256 (or of 64), n an odd multiple of 16 or no multiple of 16 at all (GDN in_proj_a / b have
+  // one row per value head); per-channel multipliers on both codecs.
+  const int64_t shapes[][2] = {{16, 16}, {48, 80}, {1040, 5184}, {5136, 1104}, {208, 17408 + 16},
+                               {1, 64}, {24, 5120}, {1000, 272}};
   uint64_t seed = 400;
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
@@ -595,7 +597,10 @@ TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
   CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   a.x = dx.p;
   PackedWeightView bad = v;
-  bad.n = 40;
+  bad.k = 40;  // k must be a multiple of 16 (any n is fine)
+  CHECK(linear_forward(bad, a).code == KernelCode::kBadShape);
+  bad = v;
+  bad.n = 0;
   CHECK(linear_forward(bad, a).code == KernelCode::kBadShape);
   bad = v;
   bad.scales = nullptr;

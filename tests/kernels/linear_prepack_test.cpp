@@ -43,7 +43,8 @@ void roundtrip(WeightCodec codec, KernelFamily family, int64_t n, int64_t k, uin
 }  // namespace
 
 TEST_CASE("linear prepack roundtrip nvfp4 and fp8, both families", "[unit]") {
-  const int64_t shapes[][2] = {{16, 16}, {16, 64}, {32, 80}, {48, 1040}, {80, 5120 + 64}, {1040, 272}, {256, 6144}};
+  const int64_t shapes[][2] = {{16, 16}, {16, 64}, {32, 80}, {48, 1040}, {80, 5120 + 64}, {1040, 272}, {256, 6144},
+                               {1, 16}, {5, 64}, {24, 80}, {33, 272}};  // n not a multiple of a tile
   uint64_t seed = 1;
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
@@ -129,8 +130,9 @@ TEST_CASE("sm80 NVFP4 bit placement is a bijection and decodes to e2m1 * 2^-14 e
 TEST_CASE("linear prepack rejects bad shapes and sizes with a message", "[unit]") {
   PackedWeightHost p;
   std::vector<uint8_t> codes(24 * 64 / 2), scales(24 * 64 / 16);
-  std::string e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 24, 64, codes, scales, &p);
-  CHECK(e.find("n=24") != std::string::npos);
+  std::string e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 0, 64, {}, {}, &p);
+  CHECK(e.find("n=0") != std::string::npos);
+  CHECK(prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 24, 64, codes, scales, &p).empty());  // any n
   std::vector<uint8_t> c2(16 * 40 / 2), s2(16 * 40 / 16);
   e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 16, 40, c2, s2, &p);
   CHECK(e.find("k=40") != std::string::npos);
