@@ -39,6 +39,29 @@ __global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
   if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads alive
 }
 
+// mma.sync throughput (--mma-peak): every warp runs C independent accumulator chains of m16n8k16 f16 x f16 -> f32,
+// the sm80 decode kernels' instruction. Block 0's thread 0 reports the cycles it took.
+template <int C>
+__global__ void mma_peak_kernel(int iters, float* sink, long long* cycles) {
+  const uint32_t a = 0x3C003C00u ^ (threadIdx.x & 1u);  // f16 pairs near 1 (never folded: asm volatile)
+  float acc[C][4] = {};
+  const long long t0 = clock64();
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, {%0,%1,%2,%3};"
+          : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
+          : "r"(a));
+    }
+  }
+  const long long t1 = clock64();
+  float sum = 0.0f;
+  for (int c = 0; c < C; ++c) sum += acc[c][0] + acc[c][1] + acc[c][2] + acc[c][3];
+  if (sum == 1234.5f) *sink = sum;
+  if (threadIdx.x == 0 && blockIdx.x == 0) *cycles = t1 - t0;
+}
+
 __device__ uint32_t hash32(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
@@ -221,6 +244,7 @@ int main(int argc, char** argv) {
   bool sweep = false;
   bool sweep_only = false;
   bool pf_sweep = false;
+  bool mma_peak = false;
   const char* only = nullptr;  // --only: this shape only
   const char* out_path = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -229,13 +253,14 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     else if (!std::strcmp(argv[i], "--sweep-only")) sweep = sweep_only = true;
     else if (!std::strcmp(argv[i], "--prefetch-sweep")) pf_sweep = sweep_only = true;
+    else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = sweep_only = true;
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
     else if (!std::strcmp(argv[i], "--warmup-ms") && i + 1 < argc) kWarmupMs = std::strtof(argv[++i], nullptr);
     else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr,
-                   "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep] [--only SHAPE] "
+                   "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep | --mma-peak] [--only SHAPE] "
                    "[--out results.tsv] [--warmup-ms MS]\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
       for (const Shape& sh : kShapes) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
@@ -365,6 +390,68 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
     }
+  }
+
+  if (mma_peak && cc >= 80) {
+    // What the tensor cores give the decode kernels' MMA: m16n8k16 per SM and cycle, by resident warps per SM and
+    // independent accumulator chains per warp, against what the weight-streaming kernels need at the targets
+    // (NVFP4: 4 MMAs per 16 rows x 64 k = 576 bytes and token tile; FP8: 2 per 512 bytes).
+    std::printf("\n== mma peak: mma.sync.m16n8k16 f16 x f16 -> f32 ==\n");
+    float* fsink;
+    long long* dcycles;
+    CK(cudaMalloc(&fsink, 4));
+    CK(cudaMalloc(&dcycles, 8));
+    double best = 0;
+    for (int warps : {4, 8, 16, 32}) {
+      for (int chains : {1, 2, 4, 8}) {
+        const int threads = warps * 32;  // one block per SM, so block 0's cycles span the whole kernel
+        const int blocks = prop.multiProcessorCount;
+        const int iters = 4096;
+        auto launch = [&] {
+          switch (chains) {
+            case 1: mma_peak_kernel<1><<<blocks, threads, 0, s>>>(iters, fsink, dcycles); break;
+            case 2: mma_peak_kernel<2><<<blocks, threads, 0, s>>>(iters, fsink, dcycles); break;
+            case 4: mma_peak_kernel<4><<<blocks, threads, 0, s>>>(iters, fsink, dcycles); break;
+            default: mma_peak_kernel<8><<<blocks, threads, 0, s>>>(iters, fsink, dcycles); break;
+          }
+        };
+        launch();  // warm-up
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        CK(cudaEventRecord(e0, s));
+        launch();
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaGetLastError());
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        long long cycles = 0;
+        CK(cudaMemcpy(&cycles, dcycles, 8, cudaMemcpyDeviceToHost));
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        const double per_sm = static_cast<double>(warps) * iters * chains;  // MMAs each SM issued
+        const double per_cycle = per_sm / static_cast<double>(cycles);
+        best = std::max(best, per_cycle);
+        std::printf("warps/SM %2d chains/warp %d: %.3f MMA per SM-cycle (%.1f cycles each per scheduler), %.0f TFLOP/s"
+                    " at %.0f MHz\n",
+                    warps, chains, per_cycle, 4.0 / per_cycle, blocks * per_sm * 4096.0 / (ms * 1e9),
+                    cycles / (ms * 1e3));
+      }
+    }
+    // Needed by the decode kernels at a fraction of the read ceiling, per SM-cycle, at clock f (MHz).
+    const double sms = prop.multiProcessorCount;
+    auto need = [&](double frac, double bytes_per_mma, double mhz) {
+      return frac * ceiling_gbs * 1e9 / bytes_per_mma / sms / (mhz * 1e6);
+    };
+    for (double mhz : {1200.0, 1400.0, 1700.0}) {
+      std::printf("at %.0f MHz, MMA per SM-cycle needed: NVFP4 90%% M<=8 %.3f, 85%% M=9..16 %.3f; FP8 90%% %.3f, 85%% "
+                  "%.3f (best measured %.3f)\n",
+                  mhz, need(0.90, 576.0 / 4, mhz), need(0.85, 576.0 / 8, mhz), need(0.90, 512.0 / 2, mhz),
+                  need(0.85, 512.0 / 4, mhz), best);
+    }
+    CK(cudaFree(fsink));
+    CK(cudaFree(dcycles));
   }
 
   if (sweep_only) return 0;
