@@ -49,10 +49,14 @@ __global__ void mma_peak_kernel(int iters, float* sink, long long* cycles) {
   for (int i = 0; i < iters; ++i) {
 #pragma unroll
     for (int c = 0; c < C; ++c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
       asm volatile(
           "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%4,%4,%4}, {%4,%4}, {%0,%1,%2,%3};"
           : "+f"(acc[c][0]), "+f"(acc[c][1]), "+f"(acc[c][2]), "+f"(acc[c][3])
           : "r"(a));
+#else
+      __trap();  // --mma-peak runs on sm_80+ only
+#endif
     }
   }
   const long long t1 = clock64();
