@@ -385,6 +385,16 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   if constexpr (KSPLIT == 2) cluster_barrier();  // block 1 may leave now
 }
 
+// The launch attribute that groups blocks into clusters of `ksplit` along x (sm_90+).
+cudaLaunchAttribute cluster_dim_attr(int ksplit) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = static_cast<unsigned>(ksplit);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  return attr;
+}
+
 // Launches a decode kernel, with programmatic dependent launch when p.pdl (sm_90+ devices only) and as clusters of
 // `ksplit` blocks when ksplit > 1 (sm_90+).
 template <typename Kernel>
@@ -405,13 +415,7 @@ cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int thread
     attr[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
   }
-  if (ksplit > 1) {
-    attr[n].id = cudaLaunchAttributeClusterDimension;
-    attr[n].val.clusterDim.x = static_cast<unsigned>(ksplit);
-    attr[n].val.clusterDim.y = 1;
-    attr[n].val.clusterDim.z = 1;
-    ++n;
-  }
+  if (ksplit > 1) attr[n++] = cluster_dim_attr(ksplit);
   cfg.attrs = attr;
   cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, p);
@@ -494,11 +498,7 @@ bool clusters_fit(const Variant& v) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(v.ksplit));
   cfg.blockDim = dim3(static_cast<unsigned>(v.warps * 32));
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = static_cast<unsigned>(v.ksplit);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
+  cudaLaunchAttribute attr = cluster_dim_attr(v.ksplit);
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int clusters = 0;
@@ -625,12 +625,16 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
   }
 }
 
+// 16-row tiles of a weight (the last one's rows past n are zero padding, never written) and 8-token tiles of m.
+int row_tiles(const PackedWeightView& w) { return static_cast<int>((w.n + 15) / 16); }
+int token_tiles(int64_t m) { return m > 8 ? 2 : 1; }
+
 }  // namespace
 
 int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm) {
   const bool fp8 = w.codec == WeightCodec::kFp8;
-  const int nt = m > 8 ? 2 : 1;
-  const int tuning = default_tuning(fp8, static_cast<int>((w.n + 15) / 16), nt);
+  const int nt = token_tiles(m);
+  const int tuning = default_tuning(fp8, row_tiles(w), nt);
   if (blocks_per_sm != nullptr) {
     *blocks_per_sm = 0;
     const std::vector<DecodeCandidate>& cands = decode_candidates();
@@ -657,10 +661,10 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.n = static_cast<int>(w.n);
   p.k = static_cast<int>(w.k);
   p.m = static_cast<int>(a.m);
-  p.n_tiles = static_cast<int>((w.n + 15) / 16);  // the last tile's rows past n are zero padding, never written
+  p.n_tiles = row_tiles(w);
   p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
   p.y_f32 = a.y_f32;
-  const int nt = a.m > 8 ? 2 : 1;  // token tiles of 8
+  const int nt = token_tiles(a.m);
   const Variant v = variant(fp8, nt, a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning);
   if (v.kernel == nullptr) {
     return VS_KERNEL_FAIL(kBadArgument,
