@@ -352,10 +352,11 @@ int main(int argc, char** argv) {
           // 12 / 13: v1's block shape streaming the weights only / decoding and multiplying only (diagnostics).
           const int variants[][2] = {{0, 1}, {0, 2}, {1, 1}, {2, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 1},
                                      {10, 1}, {11, 1}, {15, 1}, {17, 1}, {18, 1}, {19, 1}, {21, 1}, {22, 1},
-                                     {23, 1}, {24, 1}, {25, 1}, {26, 1}, {12, 1}, {13, 1}};
+                                     {23, 1}, {24, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {12, 1},
+                                     {13, 1}};
           for (const auto& vk : variants) {
             const int tuning = vk[0];
-            if (tuning >= 23 && cc < 90) continue;  // k split over a cluster: sm_90+
+            if (tuning >= 23 && tuning <= 26 && cc < 90) continue;  // k split over a cluster: sm_90+
             LinearArgs a = decode_args(m);
             a.overlap = vk[1];
             a.tuning = tuning;

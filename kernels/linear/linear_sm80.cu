@@ -441,6 +441,8 @@ constexpr Variant make_variant() {
 //  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6
 //  21 / 22: as 4 / R1 ring2 w8 b3, with x loaded right before use for two token tiles
 //  23 / 24 / 25 / 26: as 5 / 21 / 10 / 19, k split over the two blocks of a cluster (sm_90+ only)
+//  27: R1 ring2 w4 b7   28: R1 ring2 w4 b8   29: R1 ring3 w4 b7 (more, smaller blocks: one full wave where
+//      n_tiles is just under 7 or 8 x the SM count, e.g. the merged q+k+v and qkv+z on 132 SMs)
 // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. Removed after
 // measuring slower on every 27B shape: persistent grids with a block barrier per tile, a k split over blocks through
 // global memory (atomic adds, or a serial fixup through caller memory), a stream-K schedule over warps with a
@@ -470,6 +472,9 @@ Variant variant(int tuning) {
     case 24: return make_variant<F, NT, 2, 4, 4, 5, 0, true, 2>();
     case 25: return make_variant<F, NT, 1, 3, 8, 3, 0, false, 2>();
     case 26: return make_variant<F, NT, 1, 2, 4, 6, 0, false, 2>();
+    case 27: return make_variant<F, NT, 1, 2, 4, 7>();
+    case 28: return make_variant<F, NT, 1, 2, 4, 8>();
+    case 29: return make_variant<F, NT, 1, 3, 4, 7>();
     default: return {};
   }
 }
@@ -487,9 +492,10 @@ int device_major() {
 
 // The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device.
 Variant variant(bool fp8, int nt, int tuning) {
-  if (tuning >= 23 && device_major() < 9) return {};
-  if (fp8) return nt == 2 ? variant<true, 2>(tuning) : variant<true, 1>(tuning);
-  return nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning);
+  const Variant v = fp8 ? (nt == 2 ? variant<true, 2>(tuning) : variant<true, 1>(tuning))
+                        : (nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning));
+  if (v.ksplit > 1 && device_major() < 9) return {};  // clusters: sm_90+
+  return v;
 }
 
 // Whether clusters of v.ksplit blocks of v can be resident at all on this device (a partitioned GPU, e.g. MIG or MPS
@@ -668,7 +674,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   const Variant v = variant(fp8, nt, a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning);
   if (v.kernel == nullptr) {
     return VS_KERNEL_FAIL(kBadArgument,
-                          "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19 or 21..22, or 23..26 on sm_90+");
+                          "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21, 22 or 27..29, or 23..26 on sm_90+");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));

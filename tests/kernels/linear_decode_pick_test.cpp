@@ -21,7 +21,8 @@ DecodeDevice h200() {
       {5, {{{5, 5}, {5, 5}}}},  {11, {{{3, 3}, {4, 3}}}}, {18, {{{4, 4}, {4, 4}}}}, {8, {{{4, 4}, {5, 4}}}},
       {22, {{{3, 3}, {3, 3}}}}, {10, {{{3, 3}, {3, 3}}}}, {17, {{{3, 3}, {3, 3}}}}, {6, {{{4, 4}, {4, 4}}}},
       {2, {{{4, 4}, {4, 4}}}},  {7, {{{1, 1}, {1, 1}}}},  {23, {{{5, 5}, {5, 5}}}}, {24, {{{5, 5}, {5, 5}}}},
-      {25, {{{3, 3}, {3, 3}}}}, {26, {{{6, 6}, {6, 7}}}}};
+      {25, {{{3, 3}, {3, 3}}}}, {26, {{{6, 6}, {6, 7}}}}, {27, {{{7, 7}, {7, 7}}}}, {28, {{{8, 8}, {8, 8}}}},
+      {29, {{{7, 7}, {7, 7}}}}};
   DecodeDevice d;
   d.sms = 132;
   for (const DecodeCandidate& c : decode_candidates()) d.resident.push_back(resident.at(c.tuning));
@@ -48,12 +49,17 @@ TEST_CASE("decode pick: wave fill counts the block slots a grid keeps busy", "[u
 
 TEST_CASE("decode pick on the H200 takes the variants the sweep measured best", "[unit]") {
   const DecodeDevice d = h200();
-  // NVFP4, 1024 tiles (GDN in_proj_qkv + in_proj_z merged): 512 two-tile blocks in 528 slots (v9, 4 per SM) beat
-  // 660 slots (v4/v21): 83.6 / 83.2 / 70.4% vs 74.6 / 74.8 / 58.7% at M = 1 / 8 / 16.
+  // NVFP4, 1024 tiles (GDN in_proj_qkv + in_proj_z merged): one-tile blocks, 8 per SM (1024 of 1056 slots, v28) for
+  // one token tile: 85.2 / 84.1% at M = 1 / 8 vs 84.5 / 83.4% for v9; for two, 512 two-tile blocks in 528 slots (v9,
+  // 4 per SM): 71.4% at M = 16 vs 41.3% for v28 (the 4-warp group holds both).
   const DecodePick qkvz = pick_decode_variants(d, false, 1024);
-  CHECK(qkvz.nt1 == 9);
+  CHECK(qkvz.nt1 == 28);
   CHECK(qkvz.nt2 == 9);
-  CHECK(pick_decode_variants(d, false, 896).nt1 == 9);  // attention q + k + v: 77.2% vs 62.8% before
+  // Attention q + k + v, 896 tiles: 7 one-tile blocks per SM (896 of 924 slots, v27): 84.4 / 82.7% vs 78.8 / 78.5%
+  // for v9 (448 blocks in 528 slots).
+  const DecodePick qkv = pick_decode_variants(d, false, 896);
+  CHECK(qkv.nt1 == 27);
+  CHECK(qkv.nt2 == 9);
   // 320 tiles (o_proj, out_proj, down): NVFP4 takes 8-warp blocks, 3 per SM (320 of 396 slots); FP8 splits k over
   // two-block clusters of 4-warp blocks, 5 per SM (640 of 660 slots): down 88.3% vs 82.1% over M = 1, 8, 16.
   const DecodePick nvfp4_320 = pick_decode_variants(d, false, 320);

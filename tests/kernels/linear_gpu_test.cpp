@@ -414,8 +414,8 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
-      for (int tuning : {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 15, 17, 18, 19, 21, 22, 23, 24, 25, 26}) {
-        if (tuning >= 23 && cc < 90) continue;  // k split over a cluster: sm_90+
+      for (int tuning : {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 15, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29}) {
+        if (tuning >= 23 && tuning <= 26 && cc < 90) continue;  // k split over a cluster: sm_90+
         for (int64_t m : {1, 8, 9, 16}) {
           run_case(ctx, *w, KernelFamily::kSm80, m, m != 8, seed * 100 + static_cast<uint64_t>(m + tuning), tuning);
         }
@@ -434,7 +434,7 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   a.x = dx.p;
   a.y = dy.p;
   a.m = 1;
-  for (int bad : {3, 14, 16, 20, 27, 99, -1}) {
+  for (int bad : {3, 14, 16, 20, 30, 99, -1}) {
     a.tuning = bad;
     CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
   }
@@ -450,9 +450,10 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
 // (sm80: one variant per shape, whatever m), explicit sm80 variants, and the sm70 family.
 TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
   REQUIRE_DEVICE(cc);
-  // One shape per branch of the default pick: few tiles (k split over 16 warps), 256-527 tiles (awkward k; long
-  // k), 528-1023, >= 1024 and >= 8192 tiles.
-  const int64_t shapes[][2] = {{1024, 5120}, {5136, 1104}, {5120, 17408}, {10240, 5120}, {17408, 5120}, {131072, 1024}};
+  // Shapes over the default pick's choices: few tiles (k split over 16 warps), 320 tiles (awkward k; long k), 640,
+  // 896 and 1024 tiles (on 132 SMs one-tile blocks for one token tile, two-tile blocks for two), 1088 and 8192 tiles.
+  const int64_t shapes[][2] = {{1024, 5120},  {5136, 1104},  {5120, 17408}, {10240, 5120},
+                               {14336, 5120}, {16384, 5120}, {17408, 5120}, {131072, 1024}};
   uint64_t seed = 1500;
   for (const auto& s : shapes) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
@@ -480,7 +481,7 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
       };
       std::vector<std::pair<KernelFamily, int>> configs = {{KernelFamily::kSm70, 0}};
       if (cc >= 80) {
-        for (int tuning : {0, 4, 7, 10, 11, 19, 21, 22}) configs.emplace_back(KernelFamily::kSm80, tuning);
+        for (int tuning : {0, 4, 7, 10, 11, 19, 21, 22, 27, 28, 29}) configs.emplace_back(KernelFamily::kSm80, tuning);
         if (cc >= 90) {
           for (int tuning : {23, 24, 25, 26}) configs.emplace_back(KernelFamily::kSm80, tuning);
         }
