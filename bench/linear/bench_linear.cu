@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "linear/linear.h"
+#include "linear/sm80_kmap.h"
 
 using namespace voltserve::kernels;
 
@@ -202,9 +203,9 @@ void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, const Shape& 
   w.n = n;
   w.k = k;
   const int tr = fam == KernelFamily::kSm70 ? 32 : 16;
-  const int kbb = fam == KernelFamily::kSm70 ? 16 : 32;
   const int64_t rb = codec == WeightCodec::kNvfp4 ? k / 2 : k;
-  const int64_t units = (n + tr - 1) / tr * ((rb + kbb - 1) / kbb) * 32;
+  const int64_t kblocks = fam == KernelFamily::kSm70 ? (rb + 15) / 16 : sm80_kblocks(codec == WeightCodec::kFp8, k);
+  const int64_t units = (n + tr - 1) / tr * kblocks * 32;
   w.code_bytes = static_cast<size_t>(units * 16);
   w.scale_bytes = codec == WeightCodec::kNvfp4 ? static_cast<size_t>(units * 2) : 0;
   const size_t per = w.code_bytes + w.scale_bytes;
@@ -250,10 +251,12 @@ int main(int argc, char** argv) {
   bool pf_sweep = false;
   bool mma_peak = false;
   const char* only = nullptr;  // --only: this shape only
+  bool chunked_x = true;       // x token-chunked for 8 <= M <= 16 (x_layout.h), as the engine passes it
   const char* out_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sm70")) sm70_too = false;
+    else if (!std::strcmp(argv[i], "--row-major-x")) chunked_x = false;
     else if (!std::strcmp(argv[i], "--sweep")) sweep = true;
     else if (!std::strcmp(argv[i], "--sweep-only")) sweep = sweep_only = true;
     else if (!std::strcmp(argv[i], "--prefetch-sweep")) pf_sweep = sweep_only = true;
@@ -265,7 +268,8 @@ int main(int argc, char** argv) {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr,
                    "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep | --mma-peak] [--only SHAPE] "
-                   "[--out results.tsv] [--warmup-ms MS]\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
+                   "[--out results.tsv] [--warmup-ms MS] [--row-major-x]\n"
+                   "x is token-chunked for 8 <= M <= 16 (kernels/linear/x_layout.h) unless --row-major-x\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
       for (const Shape& sh : kShapes) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
                      static_cast<long long>(sh.k), sh.per_tensor == 0 ? "  (merged)" : "");
@@ -284,7 +288,8 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, dev));
   const int cc = prop.major * 10 + prop.minor;
   const size_t l2 = static_cast<size_t>(prop.l2CacheSize);
-  std::printf("bench_linear: %s, cc %d, %d SMs, L2 %.0f MB\n", prop.name, cc, prop.multiProcessorCount, l2 / 1e6);
+  std::printf("bench_linear: %s, cc %d, %d SMs, L2 %.0f MB; x %s\n", prop.name, cc, prop.multiProcessorCount, l2 / 1e6,
+              chunked_x ? "token-chunked for 8 <= M <= 16, else row-major" : "row-major");
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cublasHandle_t cublas;
@@ -329,6 +334,7 @@ int main(int argc, char** argv) {
     a.m = m;
     a.y = y;
     a.stream = s;
+    if (chunked_x && m >= kChunkedMinRows && m <= kChunkedMaxRows) a.x_layout = XLayout::kTokenChunked;
     return a;
   };
   std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};

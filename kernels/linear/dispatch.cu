@@ -22,6 +22,12 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
   if (a.x == nullptr || a.y == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: x or y is null");
   if (a.m < 1) return VS_KERNEL_FAIL(kBadShape, "linear: m must be >= 1");
   if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0) return VS_KERNEL_FAIL(kBadArgument, "linear: x must be 16-byte aligned");
+  if (a.x_layout != XLayout::kRowMajor && a.x_layout != XLayout::kTokenChunked) {
+    return VS_KERNEL_FAIL(kBadArgument, "linear: x_layout must be kRowMajor or kTokenChunked");
+  }
+  if (a.x_layout == XLayout::kTokenChunked && (a.m < kChunkedMinRows || a.m > kChunkedMaxRows || a.force_path == 2)) {
+    return VS_KERNEL_FAIL(kBadArgument, "linear: token-chunked x is for the decode path with 8 <= m <= 16");
+  }
   return KernelStatus::Ok();
 }
 

@@ -36,6 +36,7 @@ struct Params {
   float out_scale;
   int n, k, m, n_tiles, kblocks;
   bool y_f32;
+  bool x_chunked;  // x in the token-chunked layout (x_layout.h), else row-major
 };
 
 __device__ __forceinline__ void mma884(float (&c)[8], uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) {
@@ -129,11 +130,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
       for (int nt = 0; nt < NT; ++nt) {
         const int tok = nt * 8 + rr;
         const bool ok = tok < p.m && kx < p.k;
-        const __half* xp = p.x + static_cast<size_t>(tok) * p.k + kx;
+        const XLayout layout = p.x_chunked ? XLayout::kTokenChunked : XLayout::kRowMajor;
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
+        for (int v = 0; v < 4; ++v) {  // 16-byte chunk v: k = kx + 8v .. (x_layout.h)
           uint4 xv = make_uint4(0, 0, 0, 0);
-          if (v < kXVec && ok && kx + 8 * v < p.k) xv = detail::ld_x(xp + 8 * v);
+          if (v < kXVec && ok && kx + 8 * v < p.k) xv = detail::ld_x(p.x + x_offset(layout, p.k, tok, kx + 8 * v));
           xw[nt][4 * v + 0] = xv.x;
           xw[nt][4 * v + 1] = xv.y;
           xw[nt][4 * v + 2] = xv.z;
@@ -257,6 +258,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.n_tiles = static_cast<int>((w.n + 31) / 32);
   p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 15) / 16);
   p.y_f32 = a.y_f32;
+  p.x_chunked = a.x_layout == XLayout::kTokenChunked;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool two = a.m > 8;
   cudaError_t err;

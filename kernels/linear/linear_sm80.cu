@@ -2,10 +2,11 @@
 // operand, 16 rows x 16 k; activations as B, 8 tokens), and the fp16 dequantization used by the M >= 17
 // path. Tested by tests/kernels/linear_gpu_test.cpp against linear_ref on dequantized weights.
 //
-// Layout (prepack.h, kSm80): per 16-row tile and 32-byte k-block, lane (g, t) loads 16 bytes: bytes [8t, 8t+8)
-// of rows g and g+8. For NVFP4 that is k in [16t, 16t+16) of one 64-wide k-block, i.e. exactly one scale
-// group per row, so a lane needs 2 scale bytes per load. The MMA's k order is permuted identically for A and
-// B (a sum does not care), which lets B come from one contiguous 32-byte run of x per lane and token.
+// Layout (prepack.h, kSm80; sm80_kmap.h): per 16-row tile and 32-byte k-block, lane (g, t) loads 16 bytes, an
+// 8-byte run of rows g and g+8. For NVFP4 that is k in [16t, 16t+16) of one 64-wide k-block, i.e. exactly one
+// scale group per row, so a lane needs 2 scale bytes per load; FP8 k-blocks pair up over 64 k so that a lane's x
+// chunks are those of an NVFP4 lane (one token-chunked x layout, x_layout.h, serves both). The MMA's k order is
+// permuted identically for A and B (a sum does not care), which lets B come from 16-byte runs of x.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -17,6 +18,8 @@
 #include "linear/linear.h"
 #include "linear/linear_device.cuh"
 #include "linear/nvfp4_bits.h"
+#include "linear/sm80_kmap.h"
+#include "linear/x_layout.h"
 
 namespace voltserve::kernels::sm80 {
 namespace {
@@ -192,9 +195,10 @@ __device__ __forceinline__ float cluster_load(const float* local, int rank) {
 // cluster share the tiles and split k once more (block b's warp w takes k-blocks b * WARPS + w, + 2 * WARPS, ...),
 // so a weight with few tiles still fills every SM; block 1 hands its warp-ordered sums to block 0 through
 // distributed shared memory, which adds them to its own (sums of block 0 + sums of block 1, a fixed order). The order
-// of every sum depends on WARPS and KSPLIT only (not on R, RING, MINB or the number of tokens): see default_tuning
-// on batch invariance.
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1>
+// of every sum depends on WARPS and KSPLIT only (not on R, RING, MINB, the x layout or the number of tokens): see
+// default_tuning on batch invariance. XCH: x in the token-chunked layout (x_layout.h; m >= 8), else row-major.
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1,
+          bool XCH = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   static_assert(KSPLIT == 1 || KSPLIT == 2, "k splits over one or two blocks");
   constexpr int kWarps = WARPS * KSPLIT;  // warps splitting k, over the cluster
@@ -231,13 +235,22 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   size_t tofs[R];  // offset of tile r from tile 0 (tiles past the last read the last one)
 #pragma unroll
   for (int r = 0; r < R; ++r) tofs[r] = (tile0 + r < p.n_tiles ? r : p.n_tiles - 1 - tile0) * tstride;
+  // x of token tile nt for this lane: token g's k values from k0 on (sm80_kmap.h), at x_offset (x_layout.h);
+  // padded tokens read a real token (row-major: token 0; token-chunked: the tile's first). Steps move k by whole
+  // 64-k blocks (FP8: kWarps is even), which is 8x as far in the token-chunked layout (kXMul); the second 16-byte
+  // load of an NVFP4 lane (8 k further) is kX2 halves on.
+  static_assert(kWarps % 2 == 0, "FP8 k-blocks pair up over 64 k (sm80_kmap.h)");
+  constexpr XLayout kLayout = XCH ? XLayout::kTokenChunked : XLayout::kRowMajor;
+  constexpr int kXMul = XCH ? 8 : 1;
+  constexpr int kX2 = XCH ? 256 : 8;
   const __half* xptr[NT];
   int xlim[NT];  // k-blocks of this warp whose x lies inside the row (0 for padded tokens)
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt) {
     const int tok = nt * 8 + g;
-    const int k0 = warp * kKPerBlock + t * kKPerLane;
-    xptr[nt] = p.x + static_cast<size_t>(tok < p.m ? tok : 0) * p.k + k0;
+    const int k0 = static_cast<int>(sm80_lane_k0(kFp8, warp, t));
+    const int src = tok < p.m ? tok : (XCH ? nt * 8 : 0);
+    xptr[nt] = p.x + x_offset(kLayout, p.k, src, k0);
     xlim[nt] = tok < p.m && p.k > k0 ? (p.k - k0 + kXStep - 1) / kXStep : 0;
   }
   // Loads of step j (offset ofs from the loop base). GUARD: only steps j < cnt are loaded (the ring runs past the
@@ -263,8 +276,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
     for (int nt = 0; nt < NT; ++nt) {
       uint4 v0, v1;
       if (!decltype(guard)::value || j < xlim[nt]) {
-        v0 = detail::ld_x(xptr[nt] + ofs);
-        if (!kFp8) v1 = detail::ld_x(xptr[nt] + ofs + 8);
+        v0 = detail::ld_x(xptr[nt] + ofs * kXMul);
+        if (!kFp8) v1 = detail::ld_x(xptr[nt] + ofs * kXMul + kX2);
       } else {
         v0 = v1 = make_uint4(0, 0, 0, 0);
       }
@@ -322,7 +335,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
     wptr += kSlots * kWStep;
     if (!kFp8) sptr += kSlots * kWStep;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) xptr[nt] += kSlots * kXStep;
+    for (int nt = 0; nt < NT; ++nt) xptr[nt] += kSlots * kXStep * kXMul;
   };
   // Main loop: every load of a turn is in range (steps up to j0 + kSlots - 1 + kRing < cnt, and x of steps up to
   // cnt - kRing, which is not the range's possibly partial last k-block since kRing >= 2). Then the guarded rest.
@@ -421,9 +434,11 @@ cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int thread
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-// A decode-kernel variant for one codec and token-tile count: its kernel and block shape.
+// A decode-kernel variant for one codec and token-tile count: its kernels (x row-major / token-chunked) and block
+// shape.
 struct Variant {
   void (*kernel)(Params) = nullptr;
+  void (*kernel_chunked_x)(Params) = nullptr;
   int tiles_per_block = 1;
   int warps = 4;
   int ksplit = 1;  // blocks of a cluster splitting k (sm_90+)
@@ -431,7 +446,8 @@ struct Variant {
 
 template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1>
 constexpr Variant make_variant() {
-  return {decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT>, R, WARPS, KSPLIT};
+  return {decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT, false>,
+          decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT, true>, R, WARPS, KSPLIT};
 }
 
 // Variants (LinearArgs::tuning; bench_linear --sweep): tiles per block R, weight loads in flight per warp (ring),
@@ -574,6 +590,17 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
                                const float* chs, int n, int k, int kblocks, int tile0, int row0, __half* out) {
   detail::DequantUnit u;
   if (!detail::dequant_unit_of_thread(kblocks, tile0, u)) return;
+  if constexpr (kFp8) {
+    // FP8 k-blocks pair up over 64 k (sm80_kmap.h): the 64 threads of a pair take its units so that the 8 threads of
+    // a row (both k-blocks x 4 lanes) store the row's 128 contiguous bytes of the pair in one instruction, whole
+    // sectors, as one k-block's 4 lanes did before the pairing.
+    const int i = u.kb * 32 + u.lane;  // this thread's index in the tile (kblocks is even)
+    const int j = i & 31;
+    const int g = (i & 32) / 8 + j / 8;
+    u.kb = i / 64 * 2 + (j & 1);
+    u.lane = g * 4 + (j / 2) % 4;
+    u.index = (static_cast<size_t>(u.tile) * kblocks + u.kb) * 32 + u.lane;
+  }
   const int lane = u.lane;
   const int kb = u.kb;
   const int tile = u.tile;
@@ -619,7 +646,7 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = tile * 16 + g + 8 * h;
-      const int kbase = kb * 32 + t * 8;
+      const int kbase = static_cast<int>(sm80_lane_k0(true, kb, t));
       if (row >= n || kbase >= k) continue;
       const float s = tscale * (chs != nullptr ? chs[row] : 1.0f) * (kFp8DecodeScale == 1.0f ? 256.0f : 1.0f);
       const uint32_t lo = words[2 * h];
@@ -668,7 +695,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.k = static_cast<int>(w.k);
   p.m = static_cast<int>(a.m);
   p.n_tiles = row_tiles(w);
-  p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
+  p.kblocks = static_cast<int>(sm80_kblocks(fp8, w.k));
   p.y_f32 = a.y_f32;
   const int nt = token_tiles(a.m);
   const Variant v = variant(fp8, nt, a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning);
@@ -685,7 +712,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
     p.pf_kblocks = static_cast<int>(std::min<int64_t>(p.kblocks, (budget + kblock_bytes - 1) / kblock_bytes));
   }
   const int blocks = (p.n_tiles + v.tiles_per_block - 1) / v.tiles_per_block * v.ksplit;
-  const cudaError_t err = launch_decode(v.kernel, p, blocks, v.warps * 32, v.ksplit, static_cast<cudaStream_t>(a.stream));
+  const auto kernel = a.x_layout == XLayout::kTokenChunked ? v.kernel_chunked_x : v.kernel;
+  const cudaError_t err = launch_decode(kernel, p, blocks, v.warps * 32, v.ksplit, static_cast<cudaStream_t>(a.stream));
   VS_CUDA_TRY(err);
   return KernelStatus::Ok();
 }
@@ -693,7 +721,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream) {
   if (row0 % 16 != 0 || rows <= 0 || row0 + rows > w.n) return VS_KERNEL_FAIL(kBadShape, "sm80::dequantize_f16: bad row range");
   const bool fp8 = w.codec == WeightCodec::kFp8;
-  const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 31) / 32);
+  const int kblocks = static_cast<int>(sm80_kblocks(fp8, w.k));
   return detail::launch_dequant(fp8 ? dequant_kernel<true> : dequant_kernel<false>, w, 16, kblocks, row0, rows,
                                 out_f16, stream);
 }

@@ -2,6 +2,7 @@
 #include "linear/prepack.h"
 
 #include "linear/nvfp4_bits.h"
+#include "linear/sm80_kmap.h"
 
 #include <algorithm>
 #include <cmath>
@@ -30,13 +31,16 @@ void permute_nvfp4_words(uint8_t* unit, bool forward) {
 // Calls f(row, src_col, dst_offset, nbytes) for every run of code bytes that lane `lane` of (tile, kb) holds,
 // and s(row, group, dst_offset) for its scale bytes. One description used by both directions.
 template <typename CodeFn, typename ScaleFn>
-void for_each_lane_run(KernelFamily family, int64_t tile, int64_t kb, int lane, CodeFn&& f, ScaleFn&& s) {
+void for_each_lane_run(WeightCodec codec, KernelFamily family, int64_t tile, int64_t kb, int lane, CodeFn&& f,
+                       ScaleFn&& s) {
   if (family == KernelFamily::kSm80) {
     const int g = lane / 4;
     const int t = lane % 4;
+    const bool fp8 = codec == WeightCodec::kFp8;
+    const int64_t col = sm80_lane_k0(fp8, kb, t) / (fp8 ? 1 : 2);  // sm80_kmap.h
     for (int h = 0; h < 2; ++h) {
       const int64_t row = tile * 16 + g + 8 * h;
-      f(row, kb * 32 + 8 * t, 8 * h, 8);
+      f(row, col, 8 * h, 8);
       s(row, kb * 4 + t, h);
     }
   } else {
@@ -89,7 +93,8 @@ std::string prepack(WeightCodec codec, KernelFamily family, int64_t n, int64_t k
   out->n = n;
   out->k = k;
   out->n_tiles = (n + geo.tile_rows - 1) / geo.tile_rows;
-  out->kblocks = (rb + geo.kblock_bytes - 1) / geo.kblock_bytes;
+  out->kblocks = family == KernelFamily::kSm80 ? sm80_kblocks(codec == WeightCodec::kFp8, k)
+                                               : (rb + geo.kblock_bytes - 1) / geo.kblock_bytes;
   const int64_t units = out->n_tiles * out->kblocks * kLanes;
   out->codes.assign(static_cast<size_t>(units * kLaneBytes), 0);
   out->scales.assign(codec == WeightCodec::kNvfp4 ? static_cast<size_t>(units * 2) : 0, 0);
@@ -101,7 +106,7 @@ std::string prepack(WeightCodec codec, KernelFamily family, int64_t n, int64_t k
         uint8_t* dst = out->codes.data() + unit * kLaneBytes;
         uint8_t* sdst = codec == WeightCodec::kNvfp4 ? out->scales.data() + unit * 2 : nullptr;
         for_each_lane_run(
-            family, tile, kb, lane,
+            codec, family, tile, kb, lane,
             [&](int64_t row, int64_t col, int off, int nbytes) {
               if (row >= n) return;
               const int64_t take = std::min<int64_t>(nbytes, std::max<int64_t>(0, rb - col));
@@ -137,7 +142,7 @@ std::string unpack(const PackedWeightHost& p, std::vector<uint8_t>* codes, std::
         if (p.codec == WeightCodec::kNvfp4 && p.family == KernelFamily::kSm80) permute_nvfp4_words(src, false);
         const uint8_t* ssrc = p.codec == WeightCodec::kNvfp4 ? p.scales.data() + unit * 2 : nullptr;
         for_each_lane_run(
-            p.family, tile, kb, lane,
+            p.codec, p.family, tile, kb, lane,
             [&](int64_t row, int64_t col, int off, int nbytes) {
               if (row >= p.n) return;
               const int64_t take = std::min<int64_t>(nbytes, std::max<int64_t>(0, rb - col));

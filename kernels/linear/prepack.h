@@ -15,8 +15,9 @@ namespace voltserve::kernels {
 
 // Tile geometry per family. Codes are handled as bytes: NVFP4 rows hold k/2 bytes (two e2m1 codes per byte,
 // even k in the low nibble; the nibble order inside a byte is kept), FP8 rows hold k bytes.
-//   kSm80: tiles of 16 rows x 32 row-bytes; lane (g = lane/4, t = lane%4) holds bytes [8t, 8t+8) of rows g
-//          and g+8 (16 bytes); its NVFP4 scales are those two rows' group (4*kb + t).
+//   kSm80: tiles of 16 rows x 32 row-bytes; lane (g = lane/4, t = lane%4) holds an 8-byte run of rows g and g+8
+//          (16 bytes): NVFP4 bytes [8t, 8t+8) of the k-block, its scales those two rows' group (4*kb + t); FP8
+//          k-blocks pair up over 64 k and lane t holds k from 64*(kb/2) + 16t + 8*(kb%2) (sm80_kmap.h).
 //   kSm70: tiles of 32 rows x 16 row-bytes; lane holds 16 bytes of row 8*q + r (q = (lane/4)%4 is the
 //          quad-pair, r = lane%4 + 4*(lane/16)); its NVFP4 scales are that row's groups 2*kb and 2*kb+1.
 // Packed order: [tile][kblock][lane 0..31][16 bytes] for codes, [tile][kblock][lane][2 bytes] for scales.
@@ -32,7 +33,7 @@ struct PackedWeightHost {
   int64_t n = 0;
   int64_t k = 0;
   int64_t n_tiles = 0;  // ceil(n / tile_rows)
-  int64_t kblocks = 0;  // ceil(row_bytes / kblock_bytes)
+  int64_t kblocks = 0;  // ceil(row_bytes / kblock_bytes); sm80 FP8: rounded up to whole pairs (sm80_kmap.h)
   std::vector<uint8_t> codes;
   std::vector<uint8_t> scales;  // empty for FP8
 };

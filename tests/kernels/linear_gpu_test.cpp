@@ -581,6 +581,62 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
   }
 }
 
+// Token-chunked x (x_layout.h) is a different address pattern for the same values: every family and variant must
+// give the bits of the row-major launch, for one and two token tiles, awkward k and padded rows.
+TEST_CASE("linear gpu token-chunked x gives the row-major bits", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  const int64_t shapes[][2] = {{48, 80}, {5136, 1104}, {10240, 5120}, {5120, 17408}};
+  uint64_t seed = 1700;
+  for (const auto& s : shapes) {
+    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+      auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
+      SplitMix rng(seed * 13);
+      std::vector<uint16_t> xh(static_cast<size_t>(16 * w->k));
+      std::vector<float> xf(xh.size());
+      voltserve::test::fill_activations(xh, xf, rng);
+      DeviceBuffer dx(xh.size() * 2), dy(static_cast<size_t>(16 * w->n) * 4);
+      DeviceBuffer dxc(static_cast<size_t>(x_buffer_halves(XLayout::kTokenChunked, 16, w->k)) * 2);
+      REQUIRE((dx.p != nullptr && dxc.p != nullptr && dy.p != nullptr));
+      auto run = [&](KernelFamily fam, int64_t m, int tuning, XLayout layout) {
+        std::vector<uint16_t> xl(static_cast<size_t>(x_buffer_halves(layout, m, w->k)), 0xFFFF);  // NaN padding
+        for (int64_t tok = 0; tok < m; ++tok)
+          for (int64_t kk = 0; kk < w->k; ++kk)
+            xl[static_cast<size_t>(x_offset(layout, w->k, tok, kk))] = xh[static_cast<size_t>(tok * w->k + kk)];
+        void* xd = layout == XLayout::kRowMajor ? dx.p : dxc.p;
+        CUDA_REQUIRE(cudaMemcpy(xd, xl.data(), xl.size() * 2, cudaMemcpyHostToDevice));
+        LinearArgs a;
+        a.x = xd;
+        a.m = m;
+        a.y = dy.p;
+        a.tuning = tuning;
+        a.x_layout = layout;
+        const KernelStatus st = linear_forward(w->view(fam), a);
+        INFO("status " << st.message);
+        REQUIRE(st.ok());
+        std::vector<float> y(static_cast<size_t>(m * w->n));
+        CUDA_REQUIRE(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
+        return y;
+      };
+      std::vector<std::pair<KernelFamily, int>> configs = {{KernelFamily::kSm70, 0}};
+      if (cc >= 80) {
+        for (int tuning : {0, 4, 9, 19, 21, 22, 27}) configs.emplace_back(KernelFamily::kSm80, tuning);
+        if (cc >= 90) configs.emplace_back(KernelFamily::kSm80, 23);
+      }
+      for (const auto& [fam, tuning] : configs) {
+        for (int64_t m : {8, 9, 12, 16}) {
+          const std::vector<float> row = run(fam, m, tuning, XLayout::kRowMajor);
+          const std::vector<float> chunked = run(fam, m, tuning, XLayout::kTokenChunked);
+          const bool same = std::memcmp(row.data(), chunked.data(), row.size() * 4) == 0;
+          std::printf("linear token-chunked x %s n=%lld k=%lld fam=%s tuning=%d m=%lld vs row-major %s\n",
+                      codec_name(codec), static_cast<long long>(w->n), static_cast<long long>(w->k), family_name(fam),
+                      tuning, static_cast<long long>(m), same ? "same" : "DIFFERENT");
+          CHECK(same);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
   REQUIRE_DEVICE(cc);
   auto w = make_weight(WeightCodec::kNvfp4, 32, 64, false, 500);
@@ -609,5 +665,18 @@ TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
   a.force_path = 1;
   a.m = 17;
   CHECK(linear_forward(v, a).code == KernelCode::kBadShape);
+  // Token-chunked x: decode path, 8 <= m <= 16 only.
+  a.force_path = 0;
+  a.x_layout = XLayout::kTokenChunked;
+  for (int64_t m : {1, 7, 17}) {
+    a.m = m;
+    CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
+  }
+  a.m = 9;
+  a.force_path = 2;
+  CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
+  a.force_path = 0;
+  a.x_layout = static_cast<XLayout>(7);
+  CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   if (cc < 80) CHECK(linear_forward(w->view(KernelFamily::kSm80), LinearArgs{dx.p, 1, dy.p}).code == KernelCode::kUnsupported);
 }

@@ -1,0 +1,40 @@
+// Layouts of the activations x [m, k] (fp16) that linear_forward reads, shared by the kernels (device) and by the
+// code that writes x (host or device). Tested by tests/kernels/linear_x_layout_test.cpp (a bijection into the
+// buffer) and, through the kernels, by tests/kernels/linear_gpu_test.cpp (bit-identical to row-major).
+//
+// kRowMajor: element (tok, kk) at tok * k + kk.
+// kTokenChunked (decode with 8 <= m <= 16): tokens in tiles of 8 (tile T = tok / 8, slot s = tok % 8), k in blocks
+// of 64 (kp = k rounded up to 64), each block cut into 16-byte chunks of 8 k values, even chunks before odd ones:
+//   element (tok, kk) at T * 8 * kp + (kk / 64) * 512 + ((kk / 8) % 2) * 256 + s * 32 + ((kk / 16) % 4) * 8 + kk % 8.
+// That is the order in which an sm80 warp loads x for one token tile (sm80_kmap.h: lane (g, t) reads token slot g's
+// chunk 2t + i of a 64-k block with its load i), so the 8 lanes of each quarter-warp phase of a 16-byte load read
+// one whole 128-byte line: 4 lines per load instead of 8 half-used ones from 8 token rows. With two token tiles
+// (m = 9..16) the x loads are the decode kernel's largest L1 cost. For m < 8 row-major already reads few rows
+// (padded tokens reuse token 0), so the chunked layout is only defined from 8 tokens on.
+// The buffer holds ceil(m / 8) * 8 * kp halves: the slots of tokens m.. and k values k.. are never read.
+#pragma once
+
+#include <cstdint>
+
+#include "common/host_device.h"
+
+namespace voltserve::kernels {
+
+enum class XLayout : int { kRowMajor = 0, kTokenChunked = 1 };
+
+inline constexpr int64_t kChunkedMinRows = 8;  // the token-chunked layout needs 8 <= m <= 16
+inline constexpr int64_t kChunkedMaxRows = 16;
+
+// Halves of the buffer x occupies in `layout` (k a multiple of 16).
+VS_HD int64_t x_buffer_halves(XLayout layout, int64_t m, int64_t k) {
+  return layout == XLayout::kRowMajor ? m * k : (m + 7) / 8 * 8 * ((k + 63) / 64 * 64);
+}
+
+// Offset in halves of element (tok, kk) of x in `layout`.
+VS_HD int64_t x_offset(XLayout layout, int64_t k, int64_t tok, int64_t kk) {
+  if (layout == XLayout::kRowMajor) return tok * k + kk;
+  const int64_t kp = (k + 63) / 64 * 64;
+  return tok / 8 * 8 * kp + kk / 64 * 512 + (kk / 8) % 2 * 256 + tok % 8 * 32 + (kk / 16) % 4 * 8 + kk % 8;
+}
+
+}  // namespace voltserve::kernels
