@@ -576,7 +576,7 @@ int main(int argc, char** argv) {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       for (int grp = 0; grp < 2; ++grp) {
         Mean tensors, merged, head;
-        double mn = 1e9;
+        double mn = 1e9;  // the lowest per-tensor row
         for (const Row& r : rows) {
           if (r.fam != fam || r.codec != codec || (grp == 0) != (r.m <= 8)) continue;
           if (r.shape == "lm_head") {
@@ -588,8 +588,10 @@ int main(int argc, char** argv) {
           if (r.per_tensor > 0) mn = std::min(mn, r.pct);
         }
         if (tensors.den == 0 && merged.den == 0) continue;
-        std::printf("%-6s %-5s %-8s %8s %8s %8s %7.1f%%\n", family_name(fam), codec_name(codec), grp == 0 ? "1-8" : "9-16",
-                    tensors.str().c_str(), merged.str().c_str(), head.str().c_str(), mn);
+        char lowest[16] = "-";  // no per-tensor rows (e.g. --only a merged shape)
+        if (mn < 1e9) std::snprintf(lowest, sizeof lowest, "%.1f%%", mn);
+        std::printf("%-6s %-5s %-8s %8s %8s %8s %8s\n", family_name(fam), codec_name(codec), grp == 0 ? "1-8" : "9-16",
+                    tensors.str().c_str(), merged.str().c_str(), head.str().c_str(), lowest);
       }
     }
   }
