@@ -362,7 +362,7 @@ int main(int argc, char** argv) {
                                      {13, 1}};
           for (const auto& vk : variants) {
             const int tuning = vk[0];
-            if (tuning >= 23 && tuning <= 26 && cc < 90) continue;  // k split over a cluster: sm_90+
+            if (sm80::decode_variant_uses_clusters(tuning) && cc < 90) continue;
             LinearArgs a = decode_args(m);
             a.overlap = vk[1];
             a.tuning = tuning;

@@ -89,6 +89,8 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
 // The decode variant (LinearArgs::tuning value) the default pick launches for this weight and m on the current
 // device, and that variant's resident blocks per SM (for logs and benchmarks).
 int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm = nullptr);
+// Whether decode variant `tuning` splits k over the blocks of a thread-block cluster (it then runs on sm_90+ only).
+bool decode_variant_uses_clusters(int tuning);
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
 }  // namespace sm80
 

@@ -678,6 +678,8 @@ int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per
   return tuning;
 }
 
+bool decode_variant_uses_clusters(int tuning) { return variant<false, 1>(tuning).ksplit > 1; }
+
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   if (w.family != KernelFamily::kSm80) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: weight not in sm80 layout");
   if (a.m < 1 || a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "sm80::linear_decode: m must be 1..16");

@@ -415,7 +415,7 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
     for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
       auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
       for (int tuning : {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 15, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29}) {
-        if (tuning >= 23 && tuning <= 26 && cc < 90) continue;  // k split over a cluster: sm_90+
+        if (sm80::decode_variant_uses_clusters(tuning) && cc < 90) continue;
         for (int64_t m : {1, 8, 9, 16}) {
           run_case(ctx, *w, KernelFamily::kSm80, m, m != 8, seed * 100 + static_cast<uint64_t>(m + tuning), tuning);
         }
@@ -493,9 +493,8 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
       };
       std::vector<std::pair<KernelFamily, int>> configs = {{KernelFamily::kSm70, 0}};
       if (cc >= 80) {
-        for (int tuning : {0, 4, 7, 10, 11, 19, 21, 22, 27, 28, 29}) configs.emplace_back(KernelFamily::kSm80, tuning);
-        if (cc >= 90) {
-          for (int tuning : {23, 24, 25, 26}) configs.emplace_back(KernelFamily::kSm80, tuning);
+        for (int tuning : {0, 4, 7, 10, 11, 19, 21, 22, 27, 28, 29, 23, 24, 25, 26}) {
+          if (!sm80::decode_variant_uses_clusters(tuning) || cc >= 90) configs.emplace_back(KernelFamily::kSm80, tuning);
         }
       }
       for (const auto& [fam, tuning] : configs) {
@@ -540,8 +539,8 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
   auto wa = make_weight(WeightCodec::kNvfp4, 8192, 4096, false, 901);
   auto wb = make_weight(WeightCodec::kNvfp4, 512, 8192, false, 902);
   wa->global_scale = 1.0f / 8192.0f;  // keeps y1 well inside fp16
-  for (int tuning_b : {0, 5, 23}) {  // 23: k split over a cluster (sm_90+)
-    if (tuning_b == 23 && cc < 90) continue;
+  for (int tuning_b : {0, 5, 23}) {  // 23: k split over a cluster
+    if (sm80::decode_variant_uses_clusters(tuning_b) && cc < 90) continue;
     for (int64_t m : {int64_t{1}, int64_t{16}}) {
       SplitMix rng(903 + static_cast<uint64_t>(m * 7 + tuning_b));
       std::vector<uint16_t> x0h(static_cast<size_t>(m * 4096)), x1h(x0h.size());
