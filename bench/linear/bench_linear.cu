@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -253,6 +254,7 @@ int main(int argc, char** argv) {
   const char* only = nullptr;  // --only: this shape only
   bool chunked_x = true;       // x token-chunked for 8 <= M <= 16 (x_layout.h), as the engine passes it
   const char* out_path = nullptr;
+  std::vector<int> sweep_variants;  // --variants: the sweep's variants (default: all)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--no-sm70")) sm70_too = false;
@@ -263,12 +265,24 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--mma-peak")) mma_peak = sweep_only = true;
     else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+    else if (!std::strcmp(argv[i], "--variants") && i + 1 < argc) {
+      for (const char* q = argv[++i]; *q != '\0';) {
+        char* end = nullptr;
+        const long v = std::strtol(q, &end, 10);
+        if (end == q || v < 0) {
+          std::fprintf(stderr, "bench_linear: --variants wants a comma-separated list of tuning numbers\n");
+          return 2;
+        }
+        sweep_variants.push_back(static_cast<int>(v));
+        q = *end == ',' ? end + 1 : end;
+      }
+    }
     else if (!std::strcmp(argv[i], "--warmup-ms") && i + 1 < argc) kWarmupMs = std::strtof(argv[++i], nullptr);
     else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr,
                    "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep | --mma-peak] [--only SHAPE] "
-                   "[--out results.tsv] [--warmup-ms MS] [--row-major-x]\n"
+                   "[--variants 0,4,21,...] [--out results.tsv] [--warmup-ms MS] [--row-major-x]\n"
                    "x is token-chunked for 8 <= M <= 16 (kernels/linear/x_layout.h) unless --row-major-x\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
       for (const Shape& sh : kShapes) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
@@ -356,13 +370,18 @@ int main(int argc, char** argv) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
           // {tuning, overlap}: tuning 0 = the default pick; overlap 1 = programmatic dependent launch, 2 = plain.
           // 12 / 13: v1's block shape streaming the weights only / decoding and multiplying only (diagnostics).
-          const int variants[][2] = {{0, 1}, {0, 2}, {1, 1}, {2, 1}, {4, 1}, {5, 1}, {6, 1}, {7, 1}, {8, 1}, {9, 1},
-                                     {10, 1}, {11, 1}, {15, 1}, {17, 1}, {18, 1}, {19, 1}, {21, 1}, {22, 1},
-                                     {23, 1}, {24, 1}, {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {12, 1},
-                                     {13, 1}};
+          std::vector<std::array<int, 2>> variants = {
+              {0, 1},  {0, 2},  {1, 1},  {2, 1},  {4, 1},  {5, 1},  {6, 1},  {7, 1},  {8, 1},  {9, 1},
+              {10, 1}, {11, 1}, {15, 1}, {17, 1}, {18, 1}, {19, 1}, {21, 1}, {22, 1}, {23, 1}, {24, 1},
+              {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {30, 1}, {31, 1}, {32, 1}, {33, 1}, {34, 1},
+              {12, 1}, {13, 1}};
+          if (!sweep_variants.empty()) {
+            variants.clear();
+            for (int v : sweep_variants) variants.push_back({v, 1});
+          }
           for (const auto& vk : variants) {
             const int tuning = vk[0];
-            if (sm80::decode_variant_uses_clusters(tuning) && cc < 90) continue;
+            if (!sm80::decode_variant_runs_here(tuning)) continue;
             LinearArgs a = decode_args(m);
             a.overlap = vk[1];
             a.tuning = tuning;
