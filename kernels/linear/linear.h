@@ -91,9 +91,6 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
 int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm = nullptr);
 // Whether decode variant `tuning` splits k over the blocks of a thread-block cluster (it then runs on sm_90+ only).
 bool decode_variant_uses_clusters(int tuning);
-// Whether decode variant `tuning` (0: the default pick) runs on the current device with this binary: cluster variants
-// need sm_90, the wgmma variants sm_90a device code (a build for 90a) on an sm_90 device.
-bool decode_variant_runs_here(int tuning);
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
 }  // namespace sm80
 

@@ -398,267 +398,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   if constexpr (KSPLIT == 2) cluster_barrier();  // block 1 may leave now
 }
 
-// ---- sm_90a: the decode with warpgroup MMAs (wgmma), x staged in shared memory ----
-// A warpgroup (4 warps) multiplies 64 weight rows (4 row tiles, warp w the tile tile0 + w) by the staged x of one
-// k-block per step: wgmma.m64nNk16 with the A fragments straight from the decode's registers (the same fragment
-// layout as mma.m16n8k16's A) and B (x, N = 8 or 16 tokens) read by the tensor core from shared memory. One
-// instruction per k16 for 16 tokens instead of two, no x registers, and the tensor core's Hopper rate rather than
-// mma.sync's. A block's WG warpgroups split k as WG warps of decode_kernel do (warpgroup w takes k-blocks w,
-// w + WG, ...), so with the same per-MMA arithmetic the sums have decode_kernel's order for WARPS = WG.
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define VS_HAVE_WGMMA 1
-#endif
-
-__device__ __forceinline__ void wgmma_fence() {
-#if defined(VS_HAVE_WGMMA)
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_commit() {
-#if defined(VS_HAVE_WGMMA)
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wgmma_wait_all() {
-#if defined(VS_HAVE_WGMMA)
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-#endif
-}
-
-// Shared-memory matrix descriptor, no swizzle: start address, byte distance between core matrices (8 rows x 16
-// bytes, stored as 128 contiguous bytes) adjacent along k (lbo) and along n (sbo).
-__device__ __forceinline__ uint64_t smem_desc(const void* p, uint32_t lbo, uint32_t sbo) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(p));
-  return static_cast<uint64_t>((a & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32);
-}
-
-// d[nt][*] += A (64 x 16, this warp's 16 rows in a0..a3) * B (16 x 8 NT from `desc`).
-template <int NT>
-__device__ __forceinline__ void wgmma_k16(float (&d)[NT][4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint64_t desc) {
-#if defined(VS_HAVE_WGMMA)
-  if constexpr (NT == 1) {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, 1, 1, 1, 0;"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
-  } else {
-    asm volatile(
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, 1, 1, "
-        "1, 0;"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),
-          "+f"(d[1][3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc));
-  }
-#else
-  __trap();
-#endif
-}
-
-// The A fragments of one k-block (4 MMAs NVFP4, 2 FP8), as tile_step makes them.
-template <bool kFp8>
-__device__ __forceinline__ void decode_a(const uint4& w, uint32_t sc, uint32_t (&a)[kFp8 ? 2 : 4][4]) {
-  const uint32_t lo[2] = {w.x, w.y};
-  const uint32_t hi[2] = {w.z, w.w};
-  if constexpr (!kFp8) {
-    const uint32_t sp = nvfp4_scale_pair(sc);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t wl = lo[i >> 1];
-      const uint32_t wh = hi[i >> 1];
-      if ((i & 1) == 0) {
-        a[i][0] = nvfp4_sm80_pair<0>(wl); a[i][2] = nvfp4_sm80_pair<1>(wl);
-        a[i][1] = nvfp4_sm80_pair<0>(wh); a[i][3] = nvfp4_sm80_pair<1>(wh);
-      } else {
-        a[i][0] = nvfp4_sm80_pair<2>(wl); a[i][2] = nvfp4_sm80_pair<3>(wl);
-        a[i][1] = nvfp4_sm80_pair<2>(wh); a[i][3] = nvfp4_sm80_pair<3>(wh);
-      }
-      a[i][0] = detail::hmul2_bcast<0>(a[i][0], sp);
-      a[i][2] = detail::hmul2_bcast<0>(a[i][2], sp);
-      a[i][1] = detail::hmul2_bcast<1>(a[i][1], sp);
-      a[i][3] = detail::hmul2_bcast<1>(a[i][3], sp);
-    }
-  } else {
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      a[j][0] = fp8_pair_fast<0>(lo[j]);
-      a[j][2] = fp8_pair_fast<1>(lo[j]);
-      a[j][1] = fp8_pair_fast<0>(hi[j]);
-      a[j][3] = fp8_pair_fast<1>(hi[j]);
-    }
-  }
-}
-
-// WG warpgroups split k; RING weight loads in flight per warp; x of each step staged by the warpgroup's threads
-// into a two-stage ring (one 16-byte chunk per thread, its four k pairs scattered to where the MMAs' k order wants
-// them, see below), published to the tensor core with an async-proxy fence and a warpgroup barrier.
-template <bool kFp8, int NT, int WG, int RING, int MINB, bool XCH, int U = 1>
-__global__ void __launch_bounds__(WG * 128, MINB) wgmma_decode_kernel(Params p) {
-#if defined(VS_HAVE_WGMMA)
-  static_assert(!kFp8 || WG % 2 == 0, "FP8: a warpgroup's k-blocks keep one parity of each 64-k pair");
-  constexpr int kMmas = kFp8 ? 2 : 4;             // k16 MMAs per k-block
-  constexpr int kKbBytes = kMmas * NT * 256;     // x of one k-block: [mma][token tile][core half][8 tokens][16 B]
-  constexpr int kStageBytes = U * kKbBytes;      // a step: U k-blocks of this warpgroup
-  constexpr int kOut = 4 * NT * 128;             // fp32 sums per warpgroup
-  __shared__ __align__(128) uint8_t xs[WG][2][kStageBytes];
-  __shared__ __align__(16) float red[WG * kOut];
-  const int lane = threadIdx.x & 31;
-  const int wi = (threadIdx.x >> 5) & 3;
-  const int wg = static_cast<int>(threadIdx.x >> 7);
-  const int tid = threadIdx.x & 127;
-  const int tile0 = static_cast<int>(blockIdx.x) * 4;
-  const int tile = min(tile0 + wi, p.n_tiles - 1);  // tiles past the last read the last one (never written)
-  const int cnt = p.kblocks > wg ? (p.kblocks - wg + WG - 1) / WG : 0;  // this warpgroup's k-blocks
-  constexpr int kWStep = WG * 32;
-  const size_t wofs = (static_cast<size_t>(tile) * p.kblocks + (cnt > 0 ? wg : 0)) * 32 + lane;
-  const uint4* wptr = p.codes + wofs;
-  const uint16_t* sptr = kFp8 ? nullptr : p.scales + wofs;
-  const int last = max(cnt - 1, 0);  // this warpgroup's last k-block (loads past it re-read it)
-
-  // x staging: thread tid < kChunks owns one 16-byte chunk (8 k of one token) of every k-block: token tile T, slot
-  // s, lane column t, half h (NVFP4: the lane's first or second 8 k; FP8: the k-block's parity). Its pair q (k + 2q,
-  // 2q + 1) feeds MMA (NVFP4: 2h +) q / 2 at k order 2t (q even) or 2t + 8 (q odd), as in decode_kernel's B
-  // fragments, i.e. core half q % 2, row s, bytes 4t of that MMA's B tile.
-  // With fewer chunks than threads, threads tid and tid + kChunks stage the same chunk (the same bytes to the same
-  // place): no branch, which would make ptxas serialize the wgmmas.
-  constexpr int kChunksPerTile = kFp8 ? 32 : 64;
-  constexpr int kChunks = NT * kChunksPerTile;
-  const int chunk = tid % kChunks;
-  const int T = chunk / kChunksPerTile;
-  const int c = chunk % kChunksPerTile;
-  const int h = kFp8 ? (wg & 1) : c / 32;
-  const int s = (c / 4) % 8;
-  const int t = c % 4;
-  const int tok = T * 8 + s;
-  const int kk0 = static_cast<int>(sm80_lane_k0(kFp8, wg, t)) + (kFp8 ? 0 : 8 * h);
-  constexpr XLayout kLayout = XCH ? XLayout::kTokenChunked : XLayout::kRowMajor;
-  constexpr int kKStep = (kFp8 ? 32 : 64) * WG;      // k between a warpgroup's k-blocks
-  constexpr int kXStep = kKStep * (XCH ? 8 : 1);     // halves between them in x
-  const int src = tok < p.m ? tok : (XCH ? T * 8 : 0);
-  const __half* xptr = p.x + x_offset(kLayout, p.k, src, kk0);
-  const int xlim = tok < p.m && p.k > kk0 ? (p.k - kk0 + kKStep - 1) / kKStep : 0;
-  const int dst0 = (kFp8 ? 0 : 2 * h) * NT * 256 + T * 256 + s * 16 + t * 4;  // pair q: + (q/2) NT 256 + (q%2) 128
-  // x of step js (k-blocks js U .. js U + U - 1) into / out of registers.
-  auto x_load = [&](int js, uint4 (&v)[U]) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int j = js * U + u;
-      v[u] = j < xlim ? detail::ld_x(xptr + static_cast<size_t>(j) * kXStep) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  auto x_store = [&](int js, const uint4 (&v)[U]) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      uint8_t* b = &xs[wg][js & 1][u * kKbBytes + dst0];
-      *reinterpret_cast<uint32_t*>(b) = v[u].x;
-      *reinterpret_cast<uint32_t*>(b + 128) = v[u].y;
-      *reinterpret_cast<uint32_t*>(b + NT * 256) = v[u].z;
-      *reinterpret_cast<uint32_t*>(b + NT * 256 + 128) = v[u].w;
-    }
-  };
-
-  float acc[NT][4];
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) acc[nt][q] = 0.0f;
-
-  // Weight ring over k-blocks: RING loads in flight ahead of the one decoded.
-  constexpr int kSlots = RING + U;
-  uint4 ring_w[kSlots];
-  uint32_t ring_s[kSlots];
-  // Loads past the last k-block re-read it (no branch: see below; their MMAs get zero weights).
-  auto load_w = [&](int j, int slot) {
-    const size_t ofs = static_cast<size_t>(min(j, last)) * kWStep;
-    ring_w[slot] = detail::ld_stream(wptr + ofs);
-    ring_s[slot] = kFp8 ? 0u : static_cast<uint32_t>(sptr[ofs]);
-  };
-#pragma unroll
-  for (int u = 0; u < RING; ++u) load_w(u, u);
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  const int steps = (cnt + U - 1) / U;
-  uint4 xr[U];
-  x_load(0, xr);
-  x_store(0, xr);
-  x_load(1, xr);
-  const int bar_id = 1 + wg;
-  static_assert(kSlots % U == 0, "whole steps per turn of the ring");
-  for (int j0 = 0; j0 < cnt; j0 += kSlots) {
-#pragma unroll
-    for (int us = 0; us < kSlots / U; ++us) {
-      const int js = j0 / U + us;
-      if (js >= steps) break;
-#if !defined(VS_DIAG_NO_PROXY_FENCE)
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#endif
-      asm volatile("bar.sync %0, 128;" ::"r"(bar_id) : "memory");
-      const uint8_t* stage = &xs[wg][js & 1][0];
-      // Past the warpgroup's last k-block (a partial last step) the MMAs still run, on zero weights: a branch
-      // around them would make ptxas serialize every wgmma of the kernel. All U k-blocks are decoded before the
-      // first MMA: registers an in-flight wgmma reads must not be rewritten.
-      uint32_t a[U][kMmas][4];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = js * U + u;
-        const int slot = us * U + u;
-        load_w(j + RING, (slot + RING) % kSlots);
-        const uint32_t valid = j < cnt ? ~0u : 0u;
-        if constexpr (kFp8) {
-          const uint4& wv = ring_w[slot];
-          decode_a<kFp8>(make_uint4(wv.x & valid, wv.y & valid, wv.z & valid, wv.w & valid), 0u, a[u]);
-        } else {
-          decode_a<kFp8>(ring_w[slot], ring_s[slot] & valid, a[u]);  // zero group scales: zero weights
-        }
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int i = 0; i < kMmas; ++i)
-          wgmma_k16<NT>(acc, a[u][i][0], a[u][i][1], a[u][i][2], a[u][i][3],
-                        smem_desc(stage + u * kKbBytes + i * NT * 256, 128, 256));
-      wgmma_commit();
-      x_store(js + 1, xr);
-      x_load(js + 2, xr);
-      wgmma_wait_all();
-    }
-  }
-
-  // Reduction across the warpgroups, in warpgroup order (decode_kernel's warp order for WARPS = WG).
-  __syncthreads();
-#pragma unroll
-  for (int nt = 0; nt < NT; ++nt)
-    *reinterpret_cast<float4*>(&red[wg * kOut + (wi * NT + nt) * 128 + lane * 4]) =
-        make_float4(acc[nt][0], acc[nt][1], acc[nt][2], acc[nt][3]);
-  __syncthreads();
-  for (int o = threadIdx.x; o < kOut; o += blockDim.x) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int w = 0; w < WG; ++w) sum += red[w * kOut + o];
-    const int r = o / (NT * 128);
-    const int nt = (o / 128) % NT;
-    const int ln = (o / 4) % 32;
-    const int cc = o % 4;
-    const int row = (tile0 + r) * 16 + (ln >> 2) + 8 * (cc >> 1);
-    const int tk = nt * 8 + 2 * (ln & 3) + (cc & 1);
-    if (row < p.n && tk < p.m) {
-      float v = sum * p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
-      if (p.channel_scales != nullptr) v *= p.channel_scales[row];
-      const size_t idx = static_cast<size_t>(tk) * p.n + row;
-      if (p.y_f32) {
-        static_cast<float*>(p.y)[idx] = v;
-      } else {
-        static_cast<__half*>(p.y)[idx] = __float2half_rn(v);
-      }
-    }
-  }
-#else
-  __trap();  // launched only where the device code has wgmma (sm_90a)
-#endif
-}
-
 // The launch attribute that groups blocks into clusters of `ksplit` along x (sm_90+).
 cudaLaunchAttribute cluster_dim_attr(int ksplit) {
   cudaLaunchAttribute attr{};
@@ -703,19 +442,12 @@ struct Variant {
   int tiles_per_block = 1;
   int warps = 4;
   int ksplit = 1;  // blocks of a cluster splitting k (sm_90+)
-  bool wgmma = false;  // needs sm_90a device code (wgmma_decode_kernel)
 };
 
 template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1>
 constexpr Variant make_variant() {
   return {decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT, false>,
           decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT, true>, R, WARPS, KSPLIT};
-}
-
-template <bool kFp8, int NT, int WG, int RING, int MINB, int U>
-constexpr Variant make_wgmma_variant() {
-  return {wgmma_decode_kernel<kFp8, NT, WG, RING, MINB, false, U>,
-          wgmma_decode_kernel<kFp8, NT, WG, RING, MINB, true, U>, 4, 4 * WG, 1, true};
 }
 
 // Variants (LinearArgs::tuning; bench_linear --sweep): tiles per block R, weight loads in flight per warp (ring),
@@ -759,11 +491,6 @@ Variant variant(int tuning) {
     case 27: return make_variant<F, NT, 1, 2, 4, 7>();
     case 28: return make_variant<F, NT, 1, 2, 4, 8>();
     case 29: return make_variant<F, NT, 1, 3, 4, 7>();
-    case 30: return make_wgmma_variant<F, NT, 4, 4, 1, 2>();
-    case 31: return make_wgmma_variant<F, NT, 2, 4, 2, 2>();
-    case 32: return make_wgmma_variant<F, NT, 4, 4, 1, 4>();
-    case 33: return make_wgmma_variant<F, NT, 2, 4, 2, 4>();
-    case 34: return make_wgmma_variant<F, NT, 4, 4, 1, 1>();
     default: return {};
   }
 }
@@ -779,40 +506,11 @@ int device_major() {
   return major;
 }
 
-__global__ void wgmma_probe_kernel(int* out) {
-#if defined(VS_HAVE_WGMMA)
-  *out = 1;
-#else
-  *out = 0;
-#endif
-}
-
-// Whether this process's device runs sm_90a device code of this binary (the wgmma variants): asked once of a probe
-// kernel compiled like the others.
-bool device_has_wgmma() {
-  static const bool has = [] {
-    if (device_major() != 9) return false;
-    int* d = nullptr;
-    int h = 0;
-    if (cudaMalloc(&d, sizeof(int)) != cudaSuccess) {
-      cudaGetLastError();
-      return false;
-    }
-    wgmma_probe_kernel<<<1, 1>>>(d);
-    const bool ok = cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-    cudaFree(d);
-    cudaGetLastError();
-    return ok && h == 1;
-  }();
-  return has;
-}
-
 // The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device.
 Variant variant(bool fp8, int nt, int tuning) {
   const Variant v = fp8 ? (nt == 2 ? variant<true, 2>(tuning) : variant<true, 1>(tuning))
                         : (nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning));
   if (v.ksplit > 1 && device_major() < 9) return {};  // clusters: sm_90+
-  if (v.wgmma && !device_has_wgmma()) return {};
   return v;
 }
 
@@ -981,8 +679,6 @@ int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per
 }
 
 bool decode_variant_uses_clusters(int tuning) { return variant<false, 1>(tuning).ksplit > 1; }
-
-bool decode_variant_runs_here(int tuning) { return tuning == 0 || variant(false, 1, tuning).kernel != nullptr; }
 
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   if (w.family != KernelFamily::kSm80) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: weight not in sm80 layout");
