@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
   bool pf_sweep = false;
   bool mma_peak = false;
   const char* only = nullptr;  // --only: this shape only
-  bool chunked_x = true;       // x token-chunked for 8 <= M <= 16 (x_layout.h), as the engine passes it
+  bool chunked_x = true;       // x token-chunked for 2 <= M <= 16 (x_layout.h), as the engine passes it
   const char* out_path = nullptr;
   std::vector<int> sweep_variants;  // --variants: the sweep's variants (default: all)
   for (int i = 1; i < argc; ++i) {
@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
       std::fprintf(help ? stdout : stderr,
                    "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep | --mma-peak] [--only SHAPE] "
                    "[--variants 0,4,21,... (the sweep's variants)] [--out results.tsv] [--warmup-ms MS] [--row-major-x]\n"
-                   "x is token-chunked for 8 <= M <= 16 (kernels/linear/x_layout.h) unless --row-major-x\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
+                   "x is token-chunked for 2 <= M <= 16 (kernels/linear/x_layout.h) unless --row-major-x\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
       for (const Shape& sh : kShapes) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
                      static_cast<long long>(sh.k), sh.per_tensor == 0 ? "  (merged)" : "");
@@ -303,7 +303,7 @@ int main(int argc, char** argv) {
   const int cc = prop.major * 10 + prop.minor;
   const size_t l2 = static_cast<size_t>(prop.l2CacheSize);
   std::printf("bench_linear: %s, cc %d, %d SMs, L2 %.0f MB; x %s\n", prop.name, cc, prop.multiProcessorCount, l2 / 1e6,
-              chunked_x ? "token-chunked for 8 <= M <= 16, else row-major" : "row-major");
+              chunked_x ? "token-chunked for 2 <= M <= 16, else row-major" : "row-major");
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cublasHandle_t cublas;
@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
     a.m = m;
     a.y = y;
     a.stream = s;
-    if (chunked_x && m >= kChunkedMinRows && m <= kChunkedMaxRows) a.x_layout = XLayout::kTokenChunked;
+    if (chunked_x && m >= kChunkedPreferredMinRows && m <= kChunkedMaxRows) a.x_layout = XLayout::kTokenChunked;
     return a;
   };
   std::vector<int64_t> ms = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};

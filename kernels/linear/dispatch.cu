@@ -25,8 +25,8 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
   if (a.x_layout != XLayout::kRowMajor && a.x_layout != XLayout::kTokenChunked) {
     return VS_KERNEL_FAIL(kBadArgument, "linear: x_layout must be kRowMajor or kTokenChunked");
   }
-  if (a.x_layout == XLayout::kTokenChunked && (a.m < kChunkedMinRows || a.m > kChunkedMaxRows || a.force_path == 2)) {
-    return VS_KERNEL_FAIL(kBadArgument, "linear: token-chunked x is for the decode path with 8 <= m <= 16");
+  if (a.x_layout == XLayout::kTokenChunked && (a.m > kChunkedMaxRows || a.force_path == 2)) {
+    return VS_KERNEL_FAIL(kBadArgument, "linear: token-chunked x is for the decode path (m <= 16)");
   }
   return KernelStatus::Ok();
 }

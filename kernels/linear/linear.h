@@ -38,7 +38,7 @@ struct PackedWeightView {
   const float* channel_scales = nullptr;   // per-output-channel multiplier [n], device, optional (both codecs)
 };
 
-// One call. x: [m, k] fp16 (device), row-major or, for 8 <= m <= 16, token-chunked (x_layout.h). y: [m, n]
+// One call. x: [m, k] fp16 (device), row-major or, for m <= 16, token-chunked (x_layout.h). y: [m, n]
 // row-major, fp32 (default) or fp16.
 // M <= 16 streams the packed weights once through tensor cores (the decode path); M >= 17 dequantizes
 // (a chunk of) W to fp16 in `workspace` and calls cuBLAS (needs cublas_handle and workspace_bytes >=
@@ -60,8 +60,9 @@ struct LinearArgs {
   // sm80 decode, FP8 weights: KiB of the weight's first k-blocks (spread over all its tiles) prefetched into L2
   // before the kernel waits for the previous one. -1 = default (8 MiB), 0 = none. NVFP4 kernels never prefetch.
   int l2_prefetch_kib = -1;
-  // kTokenChunked (8 <= m <= 16 only, both families' decode kernels): the 8 tokens of a tile interleaved per 16-byte
-  // k-chunk, so a warp's x load touches half the cache lines; same results, bit for bit (x_layout.h).
+  // kTokenChunked (m <= 16 only, both families' decode kernels): the 8 tokens of a tile interleaved per 16-byte
+  // k-chunk, so a warp's x load touches one cache line per quarter-warp phase; same results, bit for bit
+  // (x_layout.h). The faster layout from 2 tokens on (kChunkedPreferredMinRows).
   XLayout x_layout = XLayout::kRowMajor;
 };
 

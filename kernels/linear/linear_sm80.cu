@@ -236,7 +236,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 #pragma unroll
   for (int r = 0; r < R; ++r) tofs[r] = (tile0 + r < p.n_tiles ? r : p.n_tiles - 1 - tile0) * tstride;
   // x of token tile nt for this lane: token g's k values from k0 on (sm80_kmap.h), at x_offset (x_layout.h);
-  // padded tokens read a real token (row-major: token 0; token-chunked: the tile's first). Steps move k by whole
+  // padded tokens read a real token (x_pad_source). Steps move k by whole
   // 64-k blocks (FP8: kWarps is even), which is 8x as far in the token-chunked layout (kXMul); the second 16-byte
   // load of an NVFP4 lane (8 k further) is kX2 halves on.
   static_assert(kWarps % 2 == 0, "FP8 k-blocks pair up over 64 k (sm80_kmap.h)");
@@ -249,14 +249,13 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   for (int nt = 0; nt < NT; ++nt) {
     const int tok = nt * 8 + g;
     const int k0 = static_cast<int>(sm80_lane_k0(kFp8, warp, t));
-    const int src = tok < p.m ? tok : (XCH ? nt * 8 : 0);
-    xptr[nt] = p.x + x_offset(kLayout, p.k, src, k0);
+    xptr[nt] = p.x + x_offset(kLayout, p.k, x_pad_source(kLayout, p.m, tok), k0);
     xlim[nt] = tok < p.m && p.k > k0 ? (p.k - k0 + kXStep - 1) / kXStep : 0;
   }
   // Loads of step j (offset ofs from the loop base). GUARD: only steps j < cnt are loaded (the ring runs past the
   // range's end) and x outside the row or of padded tokens is zero. Unguarded (the main loop, where every step is
   // in range and x lies inside the row): no predicates and no zero fills. Tiles past n_tiles read the last tile
-  // (their sums are never written) and padded tokens read token 0 (MMA columns never mix; never written either).
+  // (their sums are never written) and padded tokens read a real token (MMA columns never mix; never written either).
   auto load_w = [&](auto guard, int j, int ofs, uint4 (&wv)[R], uint32_t (&sv)[R]) {
     if (decltype(guard)::value && j >= cnt) return;
 #pragma unroll

@@ -11,7 +11,7 @@ using namespace voltserve::kernels;
 
 TEST_CASE("x layouts are one-to-one onto their buffers", "[unit]") {
   for (XLayout layout : {XLayout::kRowMajor, XLayout::kTokenChunked}) {
-    for (int64_t m = layout == XLayout::kRowMajor ? 1 : kChunkedMinRows; m <= kChunkedMaxRows; ++m) {
+    for (int64_t m = 1; m <= kChunkedMaxRows; ++m) {
       for (int64_t k : {16, 80, 1104}) {
         const int64_t size = x_buffer_halves(layout, m, k);
         REQUIRE(size >= m * k);
@@ -56,4 +56,37 @@ TEST_CASE("token-chunked x is the order in which an sm80 warp loads x", "[unit]"
     CHECK(x_offset(XLayout::kTokenChunked, k, 3, 17) == x_offset(XLayout::kTokenChunked, k, 3, 16) + 1);
   }
   CHECK(x_offset(XLayout::kRowMajor, 64, 9, 5) == 9 * 64 + 5);
+}
+
+TEST_CASE("padded tokens read a written token of their own cache line", "[unit]") {
+  for (int64_t m = 1; m <= kChunkedMaxRows; ++m) {
+    const int64_t tiles = (m + 7) / 8;
+    for (int64_t tok = 0; tok < tiles * 8; ++tok) {
+      const int64_t src = x_pad_source(XLayout::kTokenChunked, m, tok);
+      INFO("m " << m << " tok " << tok << " src " << src);
+      CHECK(src < m);               // written by the caller
+      CHECK(src / 8 == tok / 8);    // same token tile
+      if (tok < m) CHECK(src == tok);
+      CHECK(x_pad_source(XLayout::kRowMajor, m, tok) == (tok < m ? tok : 0));
+    }
+    // Every quarter-warp phase of an sm80 x load (slots 2p and 2p + 1, lanes t = 0..3) reads one 128-byte line.
+    for (int64_t k : {64, 1104}) {
+      for (int64_t tile = 0; tile < tiles; ++tile)
+        for (int64_t b = 0; b < (k + 63) / 64; ++b)
+          for (int i = 0; i < 2; ++i)
+            for (int p = 0; p < 4; ++p) {
+              int64_t line = -1;
+              bool one_line = true;
+              for (int slot = 2 * p; slot < 2 * p + 2; ++slot)
+                for (int t = 0; t < 4; ++t) {
+                  const int64_t src = x_pad_source(XLayout::kTokenChunked, m, tile * 8 + slot);
+                  const int64_t l = x_offset(XLayout::kTokenChunked, k, src, sm80_lane_k0(false, b, t) + 8 * i) / 64;
+                  if (line >= 0 && l != line) one_line = false;
+                  line = l;
+                }
+              INFO("m " << m << " k " << k << " tile " << tile << " block " << b << " load " << i << " phase " << p);
+              CHECK(one_line);
+            }
+    }
+  }
 }
