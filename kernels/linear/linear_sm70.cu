@@ -131,11 +131,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
         const int tok = nt * 8 + rr;
         const bool ok = tok < p.m && kx < p.k;
         // 16-byte chunk v holds k = kx + 8v ..; kx is a multiple of kKPerBlock (16 or 32), so the chunks lie in one
-        // 64-k block and, token-chunked (x_layout.h), sit at (v % 2) * 256 + (v / 2) * 8 halves from chunk 0.
+        // 64-k block, x_chunk_step(v) halves from chunk 0.
         const __half* xp = p.x + x_offset(p.x_chunked ? XLayout::kTokenChunked : XLayout::kRowMajor, p.k, tok, kx);
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
-          const int vofs = p.x_chunked ? (v % 2) * 256 + (v / 2) * 8 : 8 * v;
+          const int vofs = static_cast<int>(p.x_chunked ? x_chunk_step(XLayout::kTokenChunked, v)
+                                                        : x_chunk_step(XLayout::kRowMajor, v));
           uint4 xv = make_uint4(0, 0, 0, 0);
           if (v < kXVec && ok && kx + 8 * v < p.k) xv = detail::ld_x(xp + vofs);
           xw[nt][4 * v + 0] = xv.x;

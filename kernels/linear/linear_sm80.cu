@@ -196,7 +196,7 @@ __device__ __forceinline__ float cluster_load(const float* local, int rank) {
 // so a weight with few tiles still fills every SM; block 1 hands its warp-ordered sums to block 0 through
 // distributed shared memory, which adds them to its own (sums of block 0 + sums of block 1, a fixed order). The order
 // of every sum depends on WARPS and KSPLIT only (not on R, RING, MINB, the x layout or the number of tokens): see
-// default_tuning on batch invariance. XCH: x in the token-chunked layout (x_layout.h; m >= 8), else row-major.
+// default_tuning on batch invariance. XCH: x in the token-chunked layout (x_layout.h), else row-major.
 template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1,
           bool XCH = false>
 __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
@@ -211,7 +211,6 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   const int t = lane & 3;
   const int tile0 = static_cast<int>(blockIdx.x) / KSPLIT * R;
   constexpr int kKPerBlock = kFp8 ? 32 : 64;  // k values per 32-byte k-block
-  constexpr int kKPerLane = kFp8 ? 8 : 16;
 
   float acc[R][NT][4];
 #pragma unroll
@@ -236,13 +235,12 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 #pragma unroll
   for (int r = 0; r < R; ++r) tofs[r] = (tile0 + r < p.n_tiles ? r : p.n_tiles - 1 - tile0) * tstride;
   // x of token tile nt for this lane: token g's k values from k0 on (sm80_kmap.h), at x_offset (x_layout.h);
-  // padded tokens read a real token (x_pad_source). Steps move k by whole
-  // 64-k blocks (FP8: kWarps is even), which is 8x as far in the token-chunked layout (kXMul); the second 16-byte
-  // load of an NVFP4 lane (8 k further) is kX2 halves on.
+  // padded tokens read a real token (x_pad_source). Steps move k by whole 64-k blocks (FP8: kWarps is even), kXMul
+  // times as far in x; the second 16-byte load of an NVFP4 lane (8 k further) is kX2 halves on.
   static_assert(kWarps % 2 == 0, "FP8 k-blocks pair up over 64 k (sm80_kmap.h)");
   constexpr XLayout kLayout = XCH ? XLayout::kTokenChunked : XLayout::kRowMajor;
-  constexpr int kXMul = XCH ? 8 : 1;
-  constexpr int kX2 = XCH ? 256 : 8;
+  constexpr int kXMul = static_cast<int>(x_block_step(kLayout)) / 64;
+  constexpr int kX2 = static_cast<int>(x_chunk_step(kLayout, 1));
   const __half* xptr[NT];
   int xlim[NT];  // k-blocks of this warp whose x lies inside the row (0 for padded tokens)
 #pragma unroll

@@ -40,6 +40,15 @@ VS_HD int64_t x_offset(XLayout layout, int64_t k, int64_t tok, int64_t kk) {
   return tok / 8 * 8 * kp + kk / 64 * 512 + (kk / 8) % 2 * 256 + tok % 8 * 32 + (kk / 16) % 4 * 8 + kk % 8;
 }
 
+// Steps between one token's elements, for kernels that walk x with constant strides: from the 16-byte chunk at kk (a
+// multiple of 16) to the one 8 * c values on, as long as both lie in one 64-k block...
+VS_HD constexpr int64_t x_chunk_step(XLayout layout, int c) {
+  return layout == XLayout::kRowMajor ? 8 * c : (c % 2) * 256 + (c / 2) * 8;
+}
+
+// ... and from kk to kk + 64.
+VS_HD constexpr int64_t x_block_step(XLayout layout) { return layout == XLayout::kRowMajor ? 64 : 512; }
+
 // The token whose x the lanes of token `tok` read in a decode kernel when tok >= m (padding of the last token tile;
 // its MMA column is never written): in the token-chunked layout the other slot of its pair (slots 2p and 2p + 1 share
 // each 128-byte line) when that token is real, else the tile's first token, so that a quarter-warp phase (one slot

@@ -58,6 +58,20 @@ TEST_CASE("token-chunked x is the order in which an sm80 warp loads x", "[unit]"
   CHECK(x_offset(XLayout::kRowMajor, 64, 9, 5) == 9 * 64 + 5);
 }
 
+TEST_CASE("x layout steps agree with x_offset", "[unit]") {
+  for (XLayout layout : {XLayout::kRowMajor, XLayout::kTokenChunked}) {
+    for (int64_t tok : {0, 5, 11}) {
+      for (int64_t kk = 0; kk < 256; kk += 16) {
+        const int64_t at = x_offset(layout, 1104, tok, kk);
+        for (int c = 0; kk % 64 + 8 * c < 64; ++c) {
+          CHECK(x_offset(layout, 1104, tok, kk + 8 * c) - at == x_chunk_step(layout, c));
+        }
+        CHECK(x_offset(layout, 1104, tok, kk + 64) - at == x_block_step(layout));
+      }
+    }
+  }
+}
+
 TEST_CASE("padded tokens read a written token of their own cache line", "[unit]") {
   for (int64_t m = 1; m <= kChunkedMaxRows; ++m) {
     const int64_t tiles = (m + 7) / 8;
