@@ -459,35 +459,36 @@ constexpr Variant make_variant() {
 // 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. Removed after
 // measuring slower on every 27B shape: persistent grids with a block barrier per tile, a k split over blocks through
 // global memory (atomic adds, or a serial fixup through caller memory), a stream-K schedule over warps with a
-// cp.async ring (all recorded in bench/RESULTS.md). Unknown numbers give a null kernel.
-template <bool F, int NT>
+// cp.async ring (all recorded in bench/RESULTS.md). Unknown numbers give a null kernel. A: the kernels' ABLATE
+// (0 for every launch outside the diagnostic twins below).
+template <bool F, int NT, int A = 0>
 Variant variant(int tuning) {
   switch (tuning) {
-    case 1: return make_variant<F, NT, 1, 4, 8, 2>();
-    case 2: return make_variant<F, NT, 1, 3, 8, 4>();
-    case 4: return make_variant<F, NT, 2, 4, 4, 5>();
-    case 5: return make_variant<F, NT, 1, 4, 4, 5>();
-    case 6: return make_variant<F, NT, 1, 2, 8, 4>();
-    case 7: return make_variant<F, NT, 1, 4, 16, 1>();
-    case 8: return make_variant<F, NT, 1, 4, 4, 4>();
-    case 9: return make_variant<F, NT, 2, 4, 4, 4>();
-    case 10: return make_variant<F, NT, 1, 3, 8, 3>();
-    case 11: return make_variant<F, NT, 2, 6, 4, 3>();
+    case 1: return make_variant<F, NT, 1, 4, 8, 2, A>();
+    case 2: return make_variant<F, NT, 1, 3, 8, 4, A>();
+    case 4: return make_variant<F, NT, 2, 4, 4, 5, A>();
+    case 5: return make_variant<F, NT, 1, 4, 4, 5, A>();
+    case 6: return make_variant<F, NT, 1, 2, 8, 4, A>();
+    case 7: return make_variant<F, NT, 1, 4, 16, 1, A>();
+    case 8: return make_variant<F, NT, 1, 4, 4, 4, A>();
+    case 9: return make_variant<F, NT, 2, 4, 4, 4, A>();
+    case 10: return make_variant<F, NT, 1, 3, 8, 3, A>();
+    case 11: return make_variant<F, NT, 2, 6, 4, 3, A>();
     case 12: return make_variant<F, NT, 1, 4, 8, 2, 1>();
     case 13: return make_variant<F, NT, 1, 4, 8, 2, 2>();
-    case 15: return make_variant<F, NT, 2, 4, 8, 2>();
-    case 17: return make_variant<F, NT, 2, 4, 8, 3>();
-    case 18: return make_variant<F, NT, 2, 6, 4, 4>();
-    case 19: return make_variant<F, NT, 1, 2, 4, 6>();
-    case 21: return make_variant<F, NT, 2, 4, 4, 5, 0, true>();
-    case 22: return make_variant<F, NT, 1, 2, 8, 3, 0, true>();
-    case 23: return make_variant<F, NT, 1, 4, 4, 5, 0, false, 2>();
-    case 24: return make_variant<F, NT, 2, 4, 4, 5, 0, true, 2>();
-    case 25: return make_variant<F, NT, 1, 3, 8, 3, 0, false, 2>();
-    case 26: return make_variant<F, NT, 1, 2, 4, 6, 0, false, 2>();
-    case 27: return make_variant<F, NT, 1, 2, 4, 7>();
-    case 28: return make_variant<F, NT, 1, 2, 4, 8>();
-    case 29: return make_variant<F, NT, 1, 3, 4, 7>();
+    case 15: return make_variant<F, NT, 2, 4, 8, 2, A>();
+    case 17: return make_variant<F, NT, 2, 4, 8, 3, A>();
+    case 18: return make_variant<F, NT, 2, 6, 4, 4, A>();
+    case 19: return make_variant<F, NT, 1, 2, 4, 6, A>();
+    case 21: return make_variant<F, NT, 2, 4, 4, 5, A, true>();
+    case 22: return make_variant<F, NT, 1, 2, 8, 3, A, true>();
+    case 23: return make_variant<F, NT, 1, 4, 4, 5, A, false, 2>();
+    case 24: return make_variant<F, NT, 2, 4, 4, 5, A, true, 2>();
+    case 25: return make_variant<F, NT, 1, 3, 8, 3, A, false, 2>();
+    case 26: return make_variant<F, NT, 1, 2, 4, 6, A, false, 2>();
+    case 27: return make_variant<F, NT, 1, 2, 4, 7, A>();
+    case 28: return make_variant<F, NT, 1, 2, 4, 8, A>();
+    case 29: return make_variant<F, NT, 1, 3, 4, 7, A>();
     default: return {};
   }
 }
@@ -503,10 +504,30 @@ int device_major() {
   return major;
 }
 
+template <int A>
+Variant variant_ablated(bool fp8, int nt, int tuning) {
+  return fp8 ? (nt == 2 ? variant<true, 2, A>(tuning) : variant<true, 1, A>(tuning))
+             : (nt == 2 ? variant<false, 2, A>(tuning) : variant<false, 1, A>(tuning));
+}
+
+// Diagnostic twins (builds with VOLTSERVE_DECODE_DIAGNOSTICS only, so that normal builds compile a third of the
+// kernels): tuning 100 + v / 200 + v is variant v with the weights not loaded (decode and MMAs on register data) /
+// loaded but not used (no decode, no MMA); wrong results, timing only. 100 and 200 alone: twins of the default pick.
+#ifdef VOLTSERVE_DECODE_DIAGNOSTICS
+constexpr bool kDiagnostics = true;
+#else
+constexpr bool kDiagnostics = false;
+#endif
+
 // The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device.
 Variant variant(bool fp8, int nt, int tuning) {
-  const Variant v = fp8 ? (nt == 2 ? variant<true, 2>(tuning) : variant<true, 1>(tuning))
-                        : (nt == 2 ? variant<false, 2>(tuning) : variant<false, 1>(tuning));
+#ifdef VOLTSERVE_DECODE_DIAGNOSTICS
+  const Variant v = tuning > 200   ? variant_ablated<1>(fp8, nt, tuning - 200)
+                    : tuning > 100 ? variant_ablated<2>(fp8, nt, tuning - 100)
+                                   : variant_ablated<0>(fp8, nt, tuning);
+#else
+  const Variant v = variant_ablated<0>(fp8, nt, tuning);
+#endif
   if (v.ksplit > 1 && device_major() < 9) return {};  // clusters: sm_90+
   return v;
 }
@@ -697,10 +718,13 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.kblocks = static_cast<int>(sm80_kblocks(fp8, w.k));
   p.y_f32 = a.y_f32;
   const int nt = token_tiles(a.m);
-  const Variant v = variant(fp8, nt, a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning);
+  int tuning = a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning;
+  if (kDiagnostics && (tuning == 100 || tuning == 200)) tuning += default_tuning(fp8, p.n_tiles, nt);
+  const Variant v = variant(fp8, nt, tuning);
   if (v.kernel == nullptr) {
     return VS_KERNEL_FAIL(kBadArgument,
-                          "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21, 22 or 27..29, or 23..26 on sm_90+");
+                          "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21, 22 or 27..29, or 23..26 on sm_90+ "
+                          "(plus 100 / 200 + those in builds with VOLTSERVE_DECODE_DIAGNOSTICS)");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
