@@ -283,9 +283,9 @@ int main(int argc, char** argv) {
       std::fprintf(help ? stdout : stderr,
                    "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep | --mma-peak] [--only SHAPE] "
                    "[--variants 0,4,21,... (the sweep's variants)] [--out results.tsv] [--warmup-ms MS] [--row-major-x]\n"
-                   "builds configured with -DVOLTSERVE_DECODE_DIAGNOSTICS=ON also take --variants 100 / 200 (100 + v / 200 + v): "
-                   "the default pick's (variant v's) twin that decodes and multiplies without loading the weights / loads them "
-                   "without using them (timing only)\n"
+                   "builds configured with -DVOLTSERVE_DECODE_DIAGNOSTICS=ON also take --variants 100 / 300 / 200 (or 100 + v, ...): "
+                   "the default pick's (variant v's) twin that decodes and multiplies without loading the codes / the codes "
+                   "and scales, or that loads the weights without using them (timing only)\n"
                    "x is token-chunked for 2 <= M <= 16 (kernels/linear/x_layout.h) unless --row-major-x\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
       for (const Shape& sh : kShapes) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),

@@ -258,14 +258,16 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
     if (decltype(guard)::value && j >= cnt) return;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if constexpr (ABLATE == 2) {
-        // Data the compiler cannot fold (constants would let it precompute most of the decode).
+      if constexpr (ABLATE >= 2) {
+        // Diagnostics: data the compiler cannot fold (constants would let it precompute most of the decode) instead
+        // of the codes (ABLATE 2) or of the codes and the group scales (3).
         const uint32_t h = (static_cast<uint32_t>(p.kblocks) * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0x27D4EB2Fu);
         wv[r] = make_uint4(h, h * 3u + r, h ^ 0x5bd1e995u, h + 0x165667B1u);
+        sv[r] = kFp8 ? 0u : ABLATE == 3 ? 0x3030u ^ (h & 0x0707u) : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
       } else {
         wv[r] = detail::ld_stream(wptr + tofs[r] + ofs);
+        sv[r] = kFp8 ? 0u : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
       }
-      sv[r] = kFp8 ? 0u : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
     }
   };
   auto load_x = [&](auto guard, int j, int ofs, uint32_t (&xw)[NT][8]) {
@@ -512,7 +514,8 @@ Variant variant_ablated(bool fp8, int nt, int tuning) {
 
 // Diagnostic twins (builds with VOLTSERVE_DECODE_DIAGNOSTICS only, so that normal builds compile a third of the
 // kernels): tuning 100 + v / 200 + v is variant v with the weights not loaded (decode and MMAs on register data) /
-// loaded but not used (no decode, no MMA); wrong results, timing only. 100 and 200 alone: twins of the default pick.
+// loaded but not used (no decode, no MMA); 300 + v loads neither the codes nor the group scales (only x); wrong
+// results, timing only. 100, 200 and 300 alone: twins of the default pick.
 #ifdef VOLTSERVE_DECODE_DIAGNOSTICS
 constexpr bool kDiagnostics = true;
 #else
@@ -522,7 +525,8 @@ constexpr bool kDiagnostics = false;
 // The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device.
 Variant variant(bool fp8, int nt, int tuning) {
 #ifdef VOLTSERVE_DECODE_DIAGNOSTICS
-  const Variant v = tuning > 200   ? variant_ablated<1>(fp8, nt, tuning - 200)
+  const Variant v = tuning > 300   ? variant_ablated<3>(fp8, nt, tuning - 300)
+                    : tuning > 200 ? variant_ablated<1>(fp8, nt, tuning - 200)
                     : tuning > 100 ? variant_ablated<2>(fp8, nt, tuning - 100)
                                    : variant_ablated<0>(fp8, nt, tuning);
 #else
@@ -719,12 +723,12 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.y_f32 = a.y_f32;
   const int nt = token_tiles(a.m);
   int tuning = a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning;
-  if (kDiagnostics && (tuning == 100 || tuning == 200)) tuning += default_tuning(fp8, p.n_tiles, nt);
+  if (kDiagnostics && (tuning == 100 || tuning == 200 || tuning == 300)) tuning += default_tuning(fp8, p.n_tiles, nt);
   const Variant v = variant(fp8, nt, tuning);
   if (v.kernel == nullptr) {
     return VS_KERNEL_FAIL(kBadArgument,
                           "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21, 22 or 27..29, or 23..26 on sm_90+ "
-                          "(plus 100 / 200 + those in builds with VOLTSERVE_DECODE_DIAGNOSTICS)");
+                          "(plus 100 / 200 / 300 + those in builds with VOLTSERVE_DECODE_DIAGNOSTICS)");
   }
   if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
   p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
