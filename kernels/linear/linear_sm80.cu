@@ -259,10 +259,13 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
       if constexpr (ABLATE >= 2) {
-        // Diagnostics: data the compiler cannot fold (constants would let it precompute most of the decode) instead
-        // of the codes (ABLATE 2) or of the codes and the group scales (3).
+        // Diagnostics: data the compiler cannot fold instead of the codes (ABLATE 2) or of the codes and the group
+        // scales (3). Constants would let it precompute most of the decode, and words that differ from each other by
+        // a XOR or an add would let it share decode steps between them; products of odd constants do neither.
         const uint32_t h = (static_cast<uint32_t>(p.kblocks) * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0x27D4EB2Fu);
-        wv[r] = make_uint4(h, h * 3u + r, h ^ 0x5bd1e995u, h + 0x165667B1u);
+        const uint32_t h2 = (h + r) * 0x2C1B3C6Du;
+        const uint32_t h3 = h2 * 0x297A2D39u;
+        wv[r] = make_uint4(h + r, h2, h3, h3 * 0x6C8E9CF5u);
         sv[r] = kFp8 ? 0u : ABLATE == 3 ? 0x3030u ^ (h & 0x0707u) : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
       } else {
         wv[r] = detail::ld_stream(wptr + tofs[r] + ofs);
