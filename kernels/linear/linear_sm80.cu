@@ -515,7 +515,7 @@ Variant variant_ablated(bool fp8, int nt, int tuning) {
              : (nt == 2 ? variant<false, 2, A>(tuning) : variant<false, 1, A>(tuning));
 }
 
-// Diagnostic twins (builds with VOLTSERVE_DECODE_DIAGNOSTICS only, so that normal builds compile a third of the
+// Diagnostic twins (builds with VOLTSERVE_DECODE_DIAGNOSTICS only, so that normal builds compile a quarter of the
 // kernels): tuning 100 + v / 200 + v is variant v with the weights not loaded (decode and MMAs on register data) /
 // loaded but not used (no decode, no MMA); 300 + v loads neither the codes nor the group scales (only x); wrong
 // results, timing only. 100, 200 and 300 alone: twins of the default pick.
