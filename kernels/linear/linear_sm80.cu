@@ -190,6 +190,12 @@ __device__ __forceinline__ float cluster_load(const float* local, int rank) {
 #endif
 }
 
+// Diagnostic ablations of the decode kernel (its ABLATE parameter; wrong results, timing only). The number is the
+// hundreds digit of the tuning values that select them (100 + v, 200 + v, 300 + v; see variant below).
+constexpr int kNoCodeLoads = 1;    // stand-in codes made in registers, decoded and multiplied as usual
+constexpr int kLoadsOnly = 2;      // the weights are loaded and XORed; no decode, no MMA
+constexpr int kNoWeightLoads = 3;  // as kNoCodeLoads, and stand-in group scales too: only x is read
+
 // One block: R adjacent 16-row tiles; its WARPS warps split k (warp w takes k-blocks w, w + WARPS, ...) and their
 // partial sums are added in warp order in shared memory at the end. KSPLIT = 2 (sm_90+): the two blocks of a
 // cluster share the tiles and split k once more (block b's warp w takes k-blocks b * WARPS + w, + 2 * WARPS, ...),
@@ -258,15 +264,17 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
     if (decltype(guard)::value && j >= cnt) return;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if constexpr (ABLATE >= 2) {
-        // Diagnostics: data the compiler cannot fold instead of the codes (ABLATE 2) or of the codes and the group
-        // scales (3). Constants would let it precompute most of the decode, and words that differ from each other by
-        // a XOR or an add would let it share decode steps between them; products of odd constants do neither.
+      if constexpr (ABLATE == kNoCodeLoads || ABLATE == kNoWeightLoads) {
+        // Data the compiler cannot fold instead of the codes (and the group scales). Constants would let it
+        // precompute most of the decode, and words that differ from each other by a XOR or an add would let it share
+        // decode steps between them; products of odd constants do neither.
         const uint32_t h = (static_cast<uint32_t>(p.kblocks) * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0x27D4EB2Fu);
         const uint32_t h2 = (h + r) * 0x2C1B3C6Du;
         const uint32_t h3 = h2 * 0x297A2D39u;
         wv[r] = make_uint4(h + r, h2, h3, h3 * 0x6C8E9CF5u);
-        sv[r] = kFp8 ? 0u : ABLATE == 3 ? 0x3030u ^ (h & 0x0707u) : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
+        sv[r] = kFp8                        ? 0u
+                : ABLATE == kNoWeightLoads ? 0x3030u ^ (h & 0x0707u)
+                                           : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
       } else {
         wv[r] = detail::ld_stream(wptr + tofs[r] + ofs);
         sv[r] = kFp8 ? 0u : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
@@ -326,7 +334,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
       }
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        if constexpr (ABLATE == 1) {  // diagnostics: stream the weights, skip decode and MMA
+        if constexpr (ABLATE == kLoadsOnly) {
           acc[r][0][0] += __uint_as_float((ring_w[u][r].x ^ ring_w[u][r].y ^ ring_w[u][r].z ^ ring_w[u][r].w ^
                                            ring_s[u][r] ^ ring_x[u][0][0]) & 0x3F7FFFFFu);
         } else {
@@ -479,8 +487,8 @@ Variant variant(int tuning) {
     case 9: return make_variant<F, NT, 2, 4, 4, 4, A>();
     case 10: return make_variant<F, NT, 1, 3, 8, 3, A>();
     case 11: return make_variant<F, NT, 2, 6, 4, 3, A>();
-    case 12: return make_variant<F, NT, 1, 4, 8, 2, 1>();
-    case 13: return make_variant<F, NT, 1, 4, 8, 2, 2>();
+    case 12: return make_variant<F, NT, 1, 4, 8, 2, kLoadsOnly>();
+    case 13: return make_variant<F, NT, 1, 4, 8, 2, kNoCodeLoads>();
     case 15: return make_variant<F, NT, 2, 4, 8, 2, A>();
     case 17: return make_variant<F, NT, 2, 4, 8, 3, A>();
     case 18: return make_variant<F, NT, 2, 6, 4, 4, A>();
@@ -515,23 +523,16 @@ Variant variant_ablated(bool fp8, int nt, int tuning) {
              : (nt == 2 ? variant<false, 2, A>(tuning) : variant<false, 1, A>(tuning));
 }
 
-// Diagnostic twins (builds with VOLTSERVE_DECODE_DIAGNOSTICS only, so that normal builds compile a quarter of the
-// kernels): tuning 100 + v / 200 + v is variant v with the weights not loaded (decode and MMAs on register data) /
-// loaded but not used (no decode, no MMA); 300 + v loads neither the codes nor the group scales (only x); wrong
-// results, timing only. 100, 200 and 300 alone: twins of the default pick.
-#ifdef VOLTSERVE_DECODE_DIAGNOSTICS
-constexpr bool kDiagnostics = true;
-#else
-constexpr bool kDiagnostics = false;
-#endif
-
-// The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device.
+// The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device. Builds with
+// VOLTSERVE_DECODE_DIAGNOSTICS also have the diagnostic twins a * 100 + v: variant v with ablation a (kNoCodeLoads,
+// kLoadsOnly, kNoWeightLoads); normal builds compile only a quarter of those kernels.
 Variant variant(bool fp8, int nt, int tuning) {
 #ifdef VOLTSERVE_DECODE_DIAGNOSTICS
-  const Variant v = tuning > 300   ? variant_ablated<3>(fp8, nt, tuning - 300)
-                    : tuning > 200 ? variant_ablated<1>(fp8, nt, tuning - 200)
-                    : tuning > 100 ? variant_ablated<2>(fp8, nt, tuning - 100)
-                                   : variant_ablated<0>(fp8, nt, tuning);
+  const int v_tuning = tuning % 100;
+  const Variant v = tuning / 100 == kNoCodeLoads     ? variant_ablated<kNoCodeLoads>(fp8, nt, v_tuning)
+                    : tuning / 100 == kLoadsOnly     ? variant_ablated<kLoadsOnly>(fp8, nt, v_tuning)
+                    : tuning / 100 == kNoWeightLoads ? variant_ablated<kNoWeightLoads>(fp8, nt, v_tuning)
+                                                     : variant_ablated<0>(fp8, nt, tuning);
 #else
   const Variant v = variant_ablated<0>(fp8, nt, tuning);
 #endif
@@ -726,7 +727,9 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.y_f32 = a.y_f32;
   const int nt = token_tiles(a.m);
   int tuning = a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning;
-  if (kDiagnostics && (tuning == 100 || tuning == 200 || tuning == 300)) tuning += default_tuning(fp8, p.n_tiles, nt);
+#ifdef VOLTSERVE_DECODE_DIAGNOSTICS
+  if (tuning % 100 == 0) tuning += default_tuning(fp8, p.n_tiles, nt);  // 100 / 200 / 300: the default pick's twins
+#endif
   const Variant v = variant(fp8, nt, tuning);
   if (v.kernel == nullptr) {
     return VS_KERNEL_FAIL(kBadArgument,
