@@ -1,4 +1,4 @@
-// bench_linear (also `voltserve bench linear`): per 27B layer shape, codec, family and M, the time of one
+// bench_linear (also `voltserve bench linear`): per 27B layer shape, format, family and M, the time of one
 // linear_forward under CUDA-graph replay with rotating weight copies (> 2x L2), median of many replays, as
 // us, GB/s and % of a read ceiling measured in the same run (read-only kernel over >= 4 GB); for M >= 512 the
 // TFLOP/s next to a plain cuBLAS fp16 GEMM of the same shape. Prints a summary table last.
@@ -161,7 +161,7 @@ const Shape kShapes[] = {
 
 struct Row {
   std::string shape;
-  WeightCodec codec;
+  WeightFormat format;
   KernelFamily fam;
   int64_t m;
   double us, gbs, pct, weight_bytes;
@@ -172,14 +172,14 @@ struct Weights {
   std::vector<void*> codes, scales;
   float* row_scales = nullptr;  // merged shapes: per-row multipliers (channel_scales)
   size_t code_bytes = 0, scale_bytes = 0;
-  WeightCodec codec = WeightCodec::kNvfp4;
+  WeightFormat format = WeightFormat::kNvfp4;
   KernelFamily fam = KernelFamily::kSm80;
   int64_t n = 0, k = 0;
   // Copy i (mod the number of copies; the benchmark rotates through them so L2 holds none).
   PackedWeightView view(int i) const {
     const size_t c = static_cast<size_t>(i) % codes.size();
     PackedWeightView v;
-    v.codec = codec;
+    v.format = format;
     v.family = fam;
     v.n = n;
     v.k = k;
@@ -197,24 +197,24 @@ struct Weights {
   }
 };
 
-void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, const Shape& sh, size_t l2) {
+void make_weights(Weights& w, WeightFormat format, KernelFamily fam, const Shape& sh, size_t l2) {
   const int64_t n = sh.n, k = sh.k;
-  w.codec = codec;
+  w.format = format;
   w.fam = fam;
   w.n = n;
   w.k = k;
   const int tr = fam == KernelFamily::kSm70 ? 32 : 16;
-  const int64_t rb = codec == WeightCodec::kNvfp4 ? k / 2 : k;
-  const int64_t kblocks = fam == KernelFamily::kSm70 ? (rb + 15) / 16 : sm80_kblocks(codec == WeightCodec::kFp8, k);
+  const int64_t rb = format == WeightFormat::kNvfp4 ? k / 2 : k;
+  const int64_t kblocks = fam == KernelFamily::kSm70 ? (rb + 15) / 16 : sm80_kblocks(format == WeightFormat::kFp8, k);
   const int64_t units = (n + tr - 1) / tr * kblocks * 32;
   w.code_bytes = static_cast<size_t>(units * 16);
-  w.scale_bytes = codec == WeightCodec::kNvfp4 ? static_cast<size_t>(units * 2) : 0;
+  w.scale_bytes = format == WeightFormat::kNvfp4 ? static_cast<size_t>(units * 2) : 0;
   const size_t per = w.code_bytes + w.scale_bytes;
   const int copies = static_cast<int>(std::max<size_t>(1, std::min<size_t>(64, (3 * l2 + per - 1) / per)));
   for (int c = 0; c < copies; ++c) {
     void* p;
     CK(cudaMalloc(&p, w.code_bytes));
-    fill(p, w.code_bytes, 11 + c, codec == WeightCodec::kNvfp4 ? 0 : 2);
+    fill(p, w.code_bytes, 11 + c, format == WeightFormat::kNvfp4 ? 0 : 2);
     w.codes.push_back(p);
     if (w.scale_bytes) {
       CK(cudaMalloc(&p, w.scale_bytes));
@@ -224,7 +224,7 @@ void make_weights(Weights& w, WeightCodec codec, KernelFamily fam, const Shape& 
   }
   if (sh.per_tensor == 0) {  // a merged weight: its parts' scales per row
     std::vector<float> rs(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n; ++r) rs[r] = (codec == WeightCodec::kNvfp4 ? 1.0f / 2048.0f : 0.01f) * (1 + r % 3);
+    for (int64_t r = 0; r < n; ++r) rs[r] = (format == WeightFormat::kNvfp4 ? 1.0f / 2048.0f : 0.01f) * (1 + r % 3);
     CK(cudaMalloc(&w.row_scales, rs.size() * sizeof(float)));
     CK(cudaMemcpy(w.row_scales, rs.data(), rs.size() * sizeof(float), cudaMemcpyHostToDevice));
   }
@@ -365,12 +365,12 @@ int main(int argc, char** argv) {
     std::printf("\n== sweep: sm80 variants (see sm80::linear_decode for the variants) ==\n");
     for (const Shape& sh : kShapes) {
       if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
-      for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
-        if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;
+      for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
+        if (format == WeightFormat::kFp8 && sh.n == 248320) continue;
         Weights w;
-        make_weights(w, codec, KernelFamily::kSm80, sh, l2);
+        make_weights(w, format, KernelFamily::kSm80, sh, l2);
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
-          std::printf("%-16s %-5s m=%-3lld", sh.name, codec_name(codec), static_cast<long long>(m));
+          std::printf("%-16s %-5s m=%-3lld", sh.name, weight_format_name(format), static_cast<long long>(m));
           // {tuning, overlap}: tuning 0 = the default pick; overlap 1 = programmatic dependent launch, 2 = plain.
           // 12 / 13: v1's block shape streaming the weights only / decoding and multiplying only (diagnostics).
           std::vector<std::array<int, 2>> variants = {
@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
     for (const Shape& sh : kShapes) {
       if (sh.n == 248320 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
       Weights w;
-      make_weights(w, WeightCodec::kFp8, KernelFamily::kSm80, sh, l2);
+      make_weights(w, WeightFormat::kFp8, KernelFamily::kSm80, sh, l2);
       for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
         std::printf("%-16s m=%-3lld", sh.name, static_cast<long long>(m));
         const int configs[][2] = {{1, 0},     {1, 2048}, {1, 4096}, {1, 8192},
@@ -489,18 +489,18 @@ int main(int argc, char** argv) {
   if (sweep_only) return 0;
   for (const Shape& sh : kShapes) {
     if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
-    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
-      if (codec == WeightCodec::kFp8 && sh.n == 248320) continue;  // lm_head stays NVFP4 (ModelOpt recipe)
+    for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
+      if (format == WeightFormat::kFp8 && sh.n == 248320) continue;  // lm_head stays NVFP4 (ModelOpt recipe)
       for (KernelFamily fam : fams) {
         Weights w;
-        make_weights(w, codec, fam, sh, l2);
+        make_weights(w, format, fam, sh, l2);
         std::vector<int64_t> fam_ms = ms;
         if (fam == KernelFamily::kSm70 && cc >= 80) fam_ms = {1, 8, 16};
         for (int64_t m : fam_ms) {
           const double us = time_linear(s, w, decode_args(m), 21);
           const double bytes = static_cast<double>(w.code_bytes + w.scale_bytes) + m * sh.k * 2.0 + m * sh.n * 4.0;
           const double gbs = bytes / (us * 1e3);
-          rows.push_back({sh.name, codec, fam, m, us, gbs, 100.0 * gbs / ceiling_gbs,
+          rows.push_back({sh.name, format, fam, m, us, gbs, 100.0 * gbs / ceiling_gbs,
                           static_cast<double>(w.code_bytes + w.scale_bytes), sh.per_tensor, sh.merged});
           std::string pick;  // sm80: the default decode variant and its resident blocks per SM
           if (fam == KernelFamily::kSm80) {
@@ -509,7 +509,7 @@ int main(int argc, char** argv) {
             pick = "  v" + std::to_string(v) + " x" + std::to_string(resident) + "/SM";
           }
           std::printf("%-16s n=%-6lld k=%-6lld %-5s %s m=%-3lld %9.2f us %7.0f GB/s %5.1f%%%s\n", sh.name,
-                      static_cast<long long>(sh.n), static_cast<long long>(sh.k), codec_name(codec), family_name(fam),
+                      static_cast<long long>(sh.n), static_cast<long long>(sh.k), weight_format_name(format), family_name(fam),
                       static_cast<long long>(m), us, gbs, 100.0 * gbs / ceiling_gbs, pick.c_str());
           std::fflush(stdout);
         }
@@ -520,7 +520,7 @@ int main(int argc, char** argv) {
   // Large M: dequantize + cuBLAS (our path) vs cuBLAS fp16 GEMM on a ready fp16 weight.
   struct Big {
     std::string shape;
-    WeightCodec codec;
+    WeightFormat format;
     int64_t m;
     double us, tflops, cublas_tflops;
   };
@@ -528,11 +528,11 @@ int main(int argc, char** argv) {
   for (const Shape& sh : kShapes) {
     // Large M: the checkpoint tensors (a merged weight runs the same dequantization + GEMM, only longer).
     if (sh.n == 248320 || sh.per_tensor == 0 || (only != nullptr && std::strcmp(only, sh.name) != 0)) continue;
-    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+    for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
       for (int64_t m : {int64_t{512}, int64_t{2048}}) {
         if (quick && m == 2048) continue;
         Weights w;
-        make_weights(w, codec, fams[0], sh, 0);
+        make_weights(w, format, fams[0], sh, 0);
         const PackedWeightView v = w.view(0);
         LinearArgs a;
         a.x = x;
@@ -558,9 +558,9 @@ int main(int argc, char** argv) {
                        CUBLAS_GEMM_DEFAULT);
         });
         const double flops = 2.0 * m * sh.n * sh.k;
-        bigs.push_back({sh.name, codec, m, us, flops / (us * 1e6), flops / (cus * 1e6)});
+        bigs.push_back({sh.name, format, m, us, flops / (us * 1e6), flops / (cus * 1e6)});
         std::printf("%-16s n=%-6lld k=%-6lld %-5s m=%-5lld %9.1f us %6.1f TFLOP/s  cuBLAS fp16 %6.1f TFLOP/s  %5.1f%%\n",
-                    sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k), codec_name(codec),
+                    sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k), weight_format_name(format),
                     static_cast<long long>(m), us, flops / (us * 1e6), flops / (cus * 1e6), 100.0 * cus / us);
         std::fflush(stdout);
       }
@@ -571,11 +571,11 @@ int main(int argc, char** argv) {
     if (FILE* f = std::fopen(out_path, "w")) {
       std::fprintf(f, "shape\tcodec\tfamily\tm\tus\tGBps\tpct_ceiling\n");
       for (const Row& r : rows)
-        std::fprintf(f, "%s\t%s\t%s\t%lld\t%.3f\t%.1f\t%.2f\n", r.shape.c_str(), codec_name(r.codec),
+        std::fprintf(f, "%s\t%s\t%s\t%lld\t%.3f\t%.1f\t%.2f\n", r.shape.c_str(), weight_format_name(r.format),
                      family_name(r.fam), static_cast<long long>(r.m), r.us, r.gbs, r.pct);
       for (const Big& b : bigs)
         std::fprintf(f, "%s\t%s\tdequant+cublas\t%lld\t%.3f\tTFLOPs=%.1f\tcublas_fp16=%.1f\n", b.shape.c_str(),
-                     codec_name(b.codec), static_cast<long long>(b.m), b.us, b.tflops, b.cublas_tflops);
+                     weight_format_name(b.format), static_cast<long long>(b.m), b.us, b.tflops, b.cublas_tflops);
       std::fclose(f);
     }
   }
@@ -583,7 +583,7 @@ int main(int argc, char** argv) {
   // Summary: weight-byte weighted % of ceiling over the 27B layer shapes (bytes x count), lm_head apart; "tensors"
   // counts one launch per checkpoint tensor, "merged" the launches with merged projections (Shape).
   std::printf("\n== summary (read ceiling %.0f GB/s) ==\n", ceiling_gbs);
-  std::printf("%-6s %-5s %-8s %8s %8s %8s %8s\n", "family", "codec", "M", "tensors%", "merged%", "lm_head%", "min%");
+  std::printf("%-6s %-5s %-8s %8s %8s %8s %8s\n", "family", "format", "M", "tensors%", "merged%", "lm_head%", "min%");
   struct Mean {
     double num = 0, den = 0;
     void add(double pct, double w) { num += pct * w, den += w; }
@@ -594,12 +594,12 @@ int main(int argc, char** argv) {
     }
   };
   for (KernelFamily fam : fams) {
-    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+    for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
       for (int grp = 0; grp < 2; ++grp) {
         Mean tensors, merged, head;
         double mn = 1e9;  // the lowest per-tensor row
         for (const Row& r : rows) {
-          if (r.fam != fam || r.codec != codec || (grp == 0) != (r.m <= 8)) continue;
+          if (r.fam != fam || r.format != format || (grp == 0) != (r.m <= 8)) continue;
           if (r.shape == "lm_head") {
             head.add(r.pct, 1);
             continue;
@@ -611,7 +611,7 @@ int main(int argc, char** argv) {
         if (tensors.den == 0 && merged.den == 0) continue;
         char lowest[16] = "-";  // no per-tensor rows (e.g. --only a merged shape)
         if (mn < 1e9) std::snprintf(lowest, sizeof lowest, "%.1f%%", mn);
-        std::printf("%-6s %-5s %-8s %8s %8s %8s %8s\n", family_name(fam), codec_name(codec), grp == 0 ? "1-8" : "9-16",
+        std::printf("%-6s %-5s %-8s %8s %8s %8s %8s\n", family_name(fam), weight_format_name(format), grp == 0 ? "1-8" : "9-16",
                     tensors.str().c_str(), merged.str().c_str(), head.str().c_str(), lowest);
       }
     }
@@ -622,7 +622,7 @@ int main(int argc, char** argv) {
     for (const Row& r : rows) {
       if (r.fam != fams[0] || r.shape == "lm_head" || (grp == 0) != (r.m <= 8)) continue;
       const bool mlp = r.shape.rfind("mlp", 0) == 0;
-      if (mlp != (r.codec == WeightCodec::kNvfp4)) continue;
+      if (mlp != (r.format == WeightFormat::kNvfp4)) continue;
       tensors.add(r.pct, r.weight_bytes * r.per_tensor);
       merged.add(r.pct, r.weight_bytes * r.merged);
     }
@@ -634,7 +634,7 @@ int main(int argc, char** argv) {
   // what bounds plain decode (M = 1) and a verification round (M = k + 1) before attention, GDN and norms.
   std::printf("\nper 27B forward, sum of linear-layer kernel times (%s): ms merged / per tensor + lm_head\n",
               family_name(fams[0]));
-  for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+  for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
     for (int64_t m : ms) {
       if (m != 1 && m != 4 && m != 8 && m != 16) continue;
       double merged = 0, tensors = 0, head = 0;
@@ -645,13 +645,13 @@ int main(int argc, char** argv) {
           head = r.us;
           continue;
         }
-        if (r.codec != codec) continue;
+        if (r.format != format) continue;
         merged += r.us * r.merged;
         tensors += r.us * r.per_tensor;
         ++shapes;
       }
       if (shapes == static_cast<int>(std::size(kShapes)) - 1) {
-        std::printf("%-5s M=%-3lld %6.2f / %6.2f ms + %5.3f ms\n", codec_name(codec), static_cast<long long>(m),
+        std::printf("%-5s M=%-3lld %6.2f / %6.2f ms + %5.3f ms\n", weight_format_name(format), static_cast<long long>(m),
                     merged / 1000, tensors / 1000, head / 1000);
       }
     }

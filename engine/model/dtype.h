@@ -1,14 +1,14 @@
-// DType: the element types a safetensors checkpoint may hold and that voltserve reads, with their
-// safetensors spellings ("BF16", "F8_E4M3", ...) and sizes. Tested in tests/model/dtype_test.cpp.
+// The safetensors spellings ("BF16", "F8_E4M3", ...) and sizes of DType (kernels/common/dtype.h), the element
+// types a checkpoint may hold and that voltserve reads. Tested in tests/model/dtype_test.cpp.
 #pragma once
 
 #include <cstddef>
 #include <optional>
 #include <string_view>
 
-namespace voltserve {
+#include "common/dtype.h"
 
-enum class DType { kBF16, kF16, kF32, kF8E4M3, kU8, kI8, kI32, kI64 };
+namespace voltserve {
 
 // The safetensors spelling: "BF16", "F16", "F32", "F8_E4M3", "U8", "I8", "I32", "I64".
 const char* dtype_name(DType dtype);

@@ -143,12 +143,14 @@ Result<LinearWeight> load_fp8(const Checkpoint& ckpt, const QuantConfig& quant, 
   }
   w.per_channel = count == n && expected == LayerQuant::kFp8PerChannel;
   VS_ASSIGN_OR_RETURN(std::vector<float> scales, to_f32(w.scale));
+  if (!w.per_channel) scales.resize(1);  // a [1] or scalar tensor; n == 1 per-tensor shapes keep their one value
   for (float s : scales) {
     if (!std::isfinite(s) || s <= 0.0f) {
       return invalid_argument(w.scale.file + ": tensor '" + sname + "' holds " + std::to_string(s) +
                               ", expected positive finite scales");
     }
   }
+  w.fp8_scales = std::move(scales);
   if (ckpt.contains(module + ".input_scale")) {
     VS_ASSIGN_OR_RETURN(TensorView is, ckpt.tensor(module + ".input_scale"));
     VS_ASSIGN_OR_RETURN(float v, scalar_value(is, "input_scale", true));
@@ -157,39 +159,7 @@ Result<LinearWeight> load_fp8(const Checkpoint& ckpt, const QuantConfig& quant, 
   return w;
 }
 
-float scale_value(const TensorView& t, int64_t i) {
-  const std::byte* p = t.data;
-  switch (t.dtype) {
-    case DType::kF32: {
-      float v;
-      std::memcpy(&v, p + 4 * i, 4);
-      return v;
-    }
-    case DType::kBF16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return fp::bf16_to_float(v);
-    }
-    case DType::kF16: {
-      uint16_t v;
-      std::memcpy(&v, p + 2 * i, 2);
-      return fp::f16_to_float(v);
-    }
-    default:
-      return 0.0f;
-  }
-}
-
 }  // namespace
-
-const char* weight_format_name(WeightFormat format) {
-  switch (format) {
-    case WeightFormat::kDense: return "dense";
-    case WeightFormat::kNvfp4: return "NVFP4";
-    case WeightFormat::kFp8: return "FP8";
-  }
-  return "?";
-}
 
 Result<LinearWeight> load_linear(const Checkpoint& ckpt, const ModelConfig& config, const std::string& module,
                                  int64_t n, int64_t k) {
@@ -244,81 +214,36 @@ Result<LinearWeight> load_linear(const Checkpoint& ckpt, const QuantConfig& quan
   return w;
 }
 
-void dequantize_row(const LinearWeight& w, int64_t row, float* out) {
-  const int64_t k = w.k;
-  switch (w.format) {
-    case WeightFormat::kDense: {
-      const std::byte* p = w.weight.data + static_cast<size_t>(row * k) * dtype_size_bytes(w.weight.dtype);
-      switch (w.weight.dtype) {
-        case DType::kF32:
-          std::memcpy(out, p, static_cast<size_t>(k) * 4);
-          break;
-        case DType::kBF16:
-          for (int64_t j = 0; j < k; ++j) {
-            uint16_t v;
-            std::memcpy(&v, p + 2 * j, 2);
-            out[j] = fp::bf16_to_float(v);
-          }
-          break;
-        case DType::kF16:
-          for (int64_t j = 0; j < k; ++j) {
-            uint16_t v;
-            std::memcpy(&v, p + 2 * j, 2);
-            out[j] = fp::f16_to_float(v);
-          }
-          break;
-        default:
-          break;
+kernels::HostWeightRef LinearWeight::host_ref() const {
+  kernels::HostWeightRef r;
+  r.format = format;
+  r.n = n;
+  r.k = k;
+  r.codes = reinterpret_cast<const uint8_t*>(weight.data);
+  switch (format) {
+    case WeightFormat::kDense:
+      r.dense_dtype = weight.dtype;
+      break;
+    case WeightFormat::kNvfp4:
+      r.scales = reinterpret_cast<const uint8_t*>(scale.data);
+      r.global_scale = global_scale;
+      break;
+    case WeightFormat::kFp8:
+      if (per_channel) {
+        r.channel_scales = fp8_scales.data();
+      } else {
+        r.tensor_scale = fp8_scales.empty() ? 1.0f : fp8_scales[0];
       }
       break;
-    }
-    case WeightFormat::kNvfp4: {
-      const auto* codes = reinterpret_cast<const uint8_t*>(w.weight.data) + row * (k / 2);
-      const auto* scales = reinterpret_cast<const uint8_t*>(w.scale.data) + row * w.n_groups();
-      for (int64_t j = 0; j < k; ++j) {
-        const uint8_t byte = codes[j / 2];
-        const uint8_t code = (j % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-        // e2m1 * e4m3 is exact in fp32 (at most 2 + 4 significant bits), so only the global multiply rounds.
-        out[j] = (fp::e2m1_to_float(code) * fp::e4m3_to_float(scales[j / 16])) * w.global_scale;
-      }
-      break;
-    }
-    case WeightFormat::kFp8: {
-      const auto* codes = reinterpret_cast<const uint8_t*>(w.weight.data) + row * k;
-      const float s = scale_value(w.scale, w.per_channel ? row : 0);
-      for (int64_t j = 0; j < k; ++j) out[j] = fp::e4m3_to_float(codes[j]) * s;
-      break;
-    }
   }
+  return r;
 }
 
 std::vector<float> dequantize(const LinearWeight& w) {
   std::vector<float> out(static_cast<size_t>(w.n * w.k));
-  for (int64_t r = 0; r < w.n; ++r) dequantize_row(w, r, out.data() + r * w.k);
+  const kernels::HostWeightRef ref = w.host_ref();
+  for (int64_t r = 0; r < w.n; ++r) kernels::dequantize_row_ref(ref, r, out.data() + r * w.k);
   return out;
 }
-
-void linear_ref_rows(const LinearWeight& w, const float* x, int64_t m, float* y, int64_t row_begin, int64_t row_end) {
-  std::vector<float> row(static_cast<size_t>(w.k));
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    dequantize_row(w, r, row.data());
-    for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x + i * w.k;
-      // Four partial sums: lets the compiler vectorise without reassociating one long chain.
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      int64_t j = 0;
-      for (; j + 4 <= w.k; j += 4) {
-        acc[0] += xi[j] * row[j];
-        acc[1] += xi[j + 1] * row[j + 1];
-        acc[2] += xi[j + 2] * row[j + 2];
-        acc[3] += xi[j + 3] * row[j + 3];
-      }
-      for (; j < w.k; ++j) acc[0] += xi[j] * row[j];
-      y[i * w.n + r] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    }
-  }
-}
-
-void linear_ref(const LinearWeight& w, const float* x, int64_t m, float* y) { linear_ref_rows(w, x, m, y, 0, w.n); }
 
 }  // namespace voltserve

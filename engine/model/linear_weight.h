@@ -1,7 +1,7 @@
 // LinearWeight: one Linear layer's weight in its checkpoint format (dense BF16/F16/F32, NVFP4 from ModelOpt or
 // compressed-tensors, FP8 E4M3 per-tensor or per-channel; MODEL.md §5), decided per module from the quant config
-// PLUS the tensors present, with the exact CPU dequantization and reference matmul every backend is tested against.
-// Tested in tests/model/linear_weight_test.cpp (hand-computed codes and scales, round trips, error cases).
+// PLUS the tensors present. host_ref() hands it to a backend and to the one reference (kernels/linear/linear_ref.h)
+// as raw arrays. Tested in tests/model/linear_weight_test.cpp (hand-computed codes and scales, round trips, errors).
 #pragma once
 
 #include <cstdint>
@@ -9,16 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "common/weight_format.h"
+#include "linear/linear_ref.h"
 #include "model/checkpoint.h"
 #include "model/model_config.h"
 #include "voltserve/status.h"
 
 namespace voltserve {
 
-enum class WeightFormat { kDense, kNvfp4, kFp8 };
 enum class WeightSource { kPlain, kModelOpt, kCompressedTensors };
-
-const char* weight_format_name(WeightFormat format);
 
 struct LinearWeight {
   std::string module;                 // e.g. "model.layers.0.mlp.gate_proj"
@@ -38,12 +37,16 @@ struct LinearWeight {
   // (which stores the inverse). 1 for the other formats.
   float global_scale = 1.0f;
   bool per_channel = false;           // fp8: scale has n entries
+  std::vector<float> fp8_scales;      // fp8: `scale` as fp32, 1 (per-tensor) or n (per-channel) values
   // Activation scale as a multiplier (ModelOpt input_scale, or 1 / compressed-tensors input_global_scale) when the
   // checkpoint quantizes activations (W4A4 / W8A8). linear_ref() does not quantize activations (weight-only
   // semantics: the reference is x times the dequantized weight), so this is informational for backends.
   std::optional<float> input_scale;
   int64_t group_size() const { return 16; }
   int64_t n_groups() const { return (k + 15) / 16; }
+  // The weight as raw arrays in checkpoint order; points into the checkpoint's mapping and into fp8_scales, so it
+  // is valid while both live.
+  kernels::HostWeightRef host_ref() const;
 };
 
 // Loads Linear `module` (its tensors are `<module>.weight`, `.weight_scale`, ...) with the expected shape [n, k].
@@ -62,17 +65,7 @@ Result<LinearWeight> load_linear(const Checkpoint& checkpoint, const ModelConfig
 Result<LinearWeight> load_linear(const Checkpoint& checkpoint, const QuantConfig& quant, const std::string& module,
                                  int64_t n, int64_t k);
 
-// Row `row` of the dequantized weight into out[0..k): exact, i.e. the correctly rounded fp32 value of
-//   nvfp4: e2m1(code) * e4m3(scale[row, k/16]) * global_scale   (the first product is exact in fp32)
-//   fp8:   e4m3(w) * scale (per-tensor or per-row)
-//   dense: the stored value
-void dequantize_row(const LinearWeight& weight, int64_t row, float* out);
-// The whole weight as [n, k] fp32.
+// The whole weight as [n, k] fp32, exactly (kernels::dequantize_row_ref over host_ref()).
 std::vector<float> dequantize(const LinearWeight& weight);
-// y[m, n] = x[m, k] · Wᵀ with W = dequantize(weight), fp32 accumulation. Rows [row_begin, row_end) of W only
-// (columns of y), so a caller can split the work across threads; y's other columns are untouched.
-void linear_ref(const LinearWeight& weight, const float* x, int64_t m, float* y);
-void linear_ref_rows(const LinearWeight& weight, const float* x, int64_t m, float* y, int64_t row_begin,
-                     int64_t row_end);
 
 }  // namespace voltserve

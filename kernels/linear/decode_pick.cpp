@@ -26,7 +26,7 @@ const std::vector<DecodeCandidate> kCandidates = {
     {23, 1, 4, 2, {{60, 43}, {84, 72}}},    {24, 2, 4, 2, {{79, 60}, {108, 90}}},
     {25, 1, 8, 2, {{49, 29}, {72, 57}}},    {26, 1, 4, 2, {{67, 44}, {89, 83}}},
     // Added after the sweeps of 2026-11-30 (fifth session): scored the same way on two new sweeps, then rescaled by
-    // the median ratio of the scores above to their own new scores (per codec and token tiles), so that all scores
+    // the median ratio of the scores above to their own new scores (per format and token tiles), so that all scores
     // stay on one scale. They win where a weight's tiles just fit 7 or 8 blocks per SM (merged q+k+v, qkv+z).
     {27, 1, 4, 1, {{115, 67}, {139, 116}}}, {28, 1, 4, 1, {{119, 60}, {148, 115}}},
     {29, 1, 4, 1, {{107, 59}, {141, 113}}},

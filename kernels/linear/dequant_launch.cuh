@@ -38,7 +38,7 @@ using DequantKernel = void (*)(const uint4*, const uint16_t*, float, float, cons
 
 inline KernelStatus launch_dequant(DequantKernel kernel, const PackedWeightView& w, int tile_rows, int kblocks,
                                    int64_t row0, int64_t rows, void* out_f16, void* stream) {
-  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const bool fp8 = w.format == WeightFormat::kFp8;
   constexpr int kThreads = 256;
   const unsigned x_blocks = static_cast<unsigned>((kblocks * 32 + kThreads - 1) / kThreads);
   const int end_tile = static_cast<int>((row0 + rows + tile_rows - 1) / tile_rows);

@@ -18,7 +18,7 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
   }
   if (w.n > (int64_t{1} << 30) || w.k > (int64_t{1} << 24)) return VS_KERNEL_FAIL(kBadShape, "linear: n or k too large");
   if (w.codes == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: weight codes are null");
-  if (w.codec == WeightCodec::kNvfp4 && w.scales == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: NVFP4 scales are null");
+  if (w.format == WeightFormat::kNvfp4 && w.scales == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: NVFP4 scales are null");
   if (a.x == nullptr || a.y == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: x or y is null");
   if (a.m < 1) return VS_KERNEL_FAIL(kBadShape, "linear: m must be >= 1");
   if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0) return VS_KERNEL_FAIL(kBadArgument, "linear: x must be 16-byte aligned");

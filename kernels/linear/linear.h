@@ -7,18 +7,18 @@
 #include <cstdint>
 
 #include "common/kernel_status.h"
+#include "common/weight_format.h"
 #include "linear/x_layout.h"
 
 namespace voltserve::kernels {
 
-enum class WeightCodec { kNvfp4, kFp8 };
+using voltserve::WeightFormat;
 
 // The kernel family a packed weight is laid out for. kSm70: Volta instructions only (mma.m8n8k4, HFMA2),
 // 32-row tiles. kSm80: Ampere+ (mma.m16n8k16), 16-row tiles. Both run on any GPU >= their arch.
 enum class KernelFamily { kSm70, kSm80 };
 
 const char* family_name(KernelFamily f);
-const char* codec_name(WeightCodec c);
 
 // Device-resident weights in a family's layout (made by prepack_* then copied to the device).
 // NVFP4: codes + e4m3 group scales (one per 16 along k) + global_scale (multiplier, ModelOpt weight_scale_2).
@@ -27,7 +27,7 @@ const char* codec_name(WeightCodec c);
 // c[n] = channel_scales ? channel_scales[n] : 1: FP8 per-channel checkpoints, and weights whose rows were merged
 // from several tensors with different global scales (merge_packed_rows, prepack.h).
 struct PackedWeightView {
-  WeightCodec codec = WeightCodec::kNvfp4;
+  WeightFormat format = WeightFormat::kNvfp4;
   KernelFamily family = KernelFamily::kSm80;
   int64_t n = 0;
   int64_t k = 0;

@@ -2,6 +2,7 @@
 #include "linear/linear_ref.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -10,7 +11,7 @@
 namespace voltserve::kernels {
 
 void dequantize_row_ref(const HostWeightRef& w, int64_t row, float* out) {
-  if (w.codec == WeightCodec::kNvfp4) {
+  if (w.format == WeightFormat::kNvfp4) {
     const uint8_t* codes = w.codes + row * (w.k / 2);
     const uint8_t* scales = w.scales + row * (w.k / 16);
     const float channel = w.channel_scales != nullptr ? w.channel_scales[row] : 1.0f;
@@ -18,6 +19,21 @@ void dequantize_row_ref(const HostWeightRef& w, int64_t row, float* out) {
       const uint8_t byte = codes[j / 2];
       const uint8_t code = (j % 2 == 0) ? (byte & 0xF) : (byte >> 4);
       out[j] = fp::e2m1_to_float(code) * fp::e4m3_to_float(scales[j / 16]) * w.global_scale * channel;
+    }
+  } else if (w.format == WeightFormat::kDense) {
+    const float channel = w.channel_scales != nullptr ? w.channel_scales[row] : 1.0f;
+    const size_t elem = dtype_bytes(w.dense_dtype);
+    const uint8_t* p = w.codes + static_cast<size_t>(row * w.k) * elem;
+    for (int64_t j = 0; j < w.k; ++j) {
+      float v = 0.0f;
+      if (w.dense_dtype == DType::kF32) {
+        std::memcpy(&v, p + 4 * j, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * j, 2);
+        v = w.dense_dtype == DType::kBF16 ? fp::bf16_to_float(h) : fp::f16_to_float(h);
+      }
+      out[j] = v * channel;
     }
   } else {
     const uint8_t* codes = w.codes + row * w.k;

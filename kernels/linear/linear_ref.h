@@ -6,14 +6,16 @@
 #include <cstdint>
 #include <span>
 
+#include "common/dtype.h"
 #include "linear/linear.h"
 
 namespace voltserve::kernels {
 
-// Weights in checkpoint order. NVFP4: codes [n, k/2] (even k in the low nibble), scales [n, k/16] e4m3,
-// global_scale multiplier. FP8: codes [n, k] e4m3, tensor_scale. Both: optional channel_scales [n] multiplier.
+// Weights in checkpoint order (host memory, e.g. a memory-mapped checkpoint). NVFP4: codes [n, k/2] (even k in
+// the low nibble), scales [n, k/16] e4m3, global_scale multiplier. FP8: codes [n, k] e4m3, tensor_scale. Dense:
+// codes [n, k] elements of dense_dtype (BF16, F16 or F32). All: optional channel_scales [n] multiplier.
 struct HostWeightRef {
-  WeightCodec codec = WeightCodec::kNvfp4;
+  WeightFormat format = WeightFormat::kNvfp4;
   int64_t n = 0;
   int64_t k = 0;
   const uint8_t* codes = nullptr;
@@ -21,9 +23,10 @@ struct HostWeightRef {
   float global_scale = 1.0f;
   float tensor_scale = 1.0f;
   const float* channel_scales = nullptr;
+  DType dense_dtype = DType::kBF16;  // kDense only
 };
 
-// Exact fp32 values of row `row` (k floats).
+// Exact fp32 values of row `row` (k floats): the correctly rounded product of the stored factors.
 void dequantize_row_ref(const HostWeightRef& w, int64_t row, float* out);
 
 // y[i, j] = sum_k x[i, k] * W[rows[j], k] for i < m, j < rows.size(); y is [m, rows.size()] row-major.

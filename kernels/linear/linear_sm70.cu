@@ -247,7 +247,7 @@ __global__ void dequant_kernel(const uint4* codes, const uint16_t* scales, float
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   if (w.family != KernelFamily::kSm70) return VS_KERNEL_FAIL(kBadArgument, "sm70::linear_decode: weight not in sm70 layout");
   if (a.m < 1 || a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "sm70::linear_decode: m must be 1..16");
-  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const bool fp8 = w.format == WeightFormat::kFp8;
   Params p{};
   p.codes = reinterpret_cast<const uint4*>(w.codes);
   p.scales = reinterpret_cast<const uint16_t*>(w.scales);
@@ -277,7 +277,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
 
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream) {
   if (row0 % 32 != 0 || rows <= 0 || row0 + rows > w.n) return VS_KERNEL_FAIL(kBadShape, "sm70::dequantize_f16: bad row range");
-  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const bool fp8 = w.format == WeightFormat::kFp8;
   const int kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 15) / 16);
   return detail::launch_dequant(fp8 ? dequant_kernel<true> : dequant_kernel<false>, w, 32, kblocks, row0, rows,
                                 out_f16, stream);

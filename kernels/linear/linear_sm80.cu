@@ -444,7 +444,7 @@ cudaError_t launch_decode(Kernel kernel, const Params& p, int blocks, int thread
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-// A decode-kernel variant for one codec and token-tile count: its kernels (x row-major / token-chunked) and block
+// A decode-kernel variant for one format and token-tile count: its kernels (x row-major / token-chunked) and block
 // shape.
 struct Variant {
   void (*kernel)(Params) = nullptr;
@@ -691,7 +691,7 @@ int token_tiles(int64_t m) { return m > 8 ? 2 : 1; }
 }  // namespace
 
 int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm) {
-  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const bool fp8 = w.format == WeightFormat::kFp8;
   const int nt = token_tiles(m);
   const int tuning = default_tuning(fp8, row_tiles(w), nt);
   if (blocks_per_sm != nullptr) {
@@ -709,7 +709,7 @@ bool decode_variant_uses_clusters(int tuning) { return variant<false, 1>(tuning)
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   if (w.family != KernelFamily::kSm80) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: weight not in sm80 layout");
   if (a.m < 1 || a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "sm80::linear_decode: m must be 1..16");
-  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const bool fp8 = w.format == WeightFormat::kFp8;
   Params p{};
   p.codes = reinterpret_cast<const uint4*>(w.codes);
   p.scales = reinterpret_cast<const uint16_t*>(w.scales);
@@ -753,7 +753,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
 
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream) {
   if (row0 % 16 != 0 || rows <= 0 || row0 + rows > w.n) return VS_KERNEL_FAIL(kBadShape, "sm80::dequantize_f16: bad row range");
-  const bool fp8 = w.codec == WeightCodec::kFp8;
+  const bool fp8 = w.format == WeightFormat::kFp8;
   const int kblocks = static_cast<int>(sm80_kblocks(fp8, w.k));
   return detail::launch_dequant(fp8 ? dequant_kernel<true> : dequant_kernel<false>, w, 16, kblocks, row0, rows,
                                 out_f16, stream);

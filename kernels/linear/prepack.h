@@ -28,7 +28,7 @@ struct TileGeometry {
 TileGeometry tile_geometry(KernelFamily family);
 
 struct PackedWeightHost {
-  WeightCodec codec = WeightCodec::kNvfp4;
+  WeightFormat format = WeightFormat::kNvfp4;
   KernelFamily family = KernelFamily::kSm80;
   int64_t n = 0;
   int64_t k = 0;
@@ -40,11 +40,11 @@ struct PackedWeightHost {
 
 // Shape rules shared by every entry point: n, k > 0, k % 16 == 0 (n is free: the last tile is zero-padded).
 // Returns "" when valid.
-std::string check_linear_shape(WeightCodec codec, int64_t n, int64_t k);
+std::string check_linear_shape(WeightFormat format, int64_t n, int64_t k);
 
 // codes: [n, k/2] u8 (NVFP4) with scales [n, k/16] e4m3; or codes [n, k] e4m3 (FP8) with empty scales.
 // Returns "" on success, otherwise a message naming what was wrong (sizes, shape).
-std::string prepack(WeightCodec codec, KernelFamily family, int64_t n, int64_t k, std::span<const uint8_t> codes,
+std::string prepack(WeightFormat format, KernelFamily family, int64_t n, int64_t k, std::span<const uint8_t> codes,
                     std::span<const uint8_t> scales, PackedWeightHost* out);
 
 // Inverse of prepack: writes the original row-major codes (and NVFP4 scales).
@@ -62,7 +62,7 @@ struct MergePart {
 // one packed weight whose rows are the parts' rows in order, so that one launch computes them all: fewer and
 // longer kernels stream closer to the read ceiling (bench/RESULTS.md, "merged projections"). Packed tiles are
 // self-contained, so this only concatenates bytes; the parts' scales move into row_scales [n], which the caller
-// passes as PackedWeightView::channel_scales with global_scale = tensor_scale = 1. Parts must share codec, family
+// passes as PackedWeightView::channel_scales with global_scale = tensor_scale = 1. Parts must share format, family
 // and k, and every part but the last must fill whole tiles (n a multiple of tile_geometry(family).tile_rows).
 // Returns "" on success, otherwise a message naming the part and what was wrong.
 std::string merge_packed_rows(std::span<const MergePart> parts, PackedWeightHost* out, std::vector<float>* row_scales);

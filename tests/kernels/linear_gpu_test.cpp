@@ -59,7 +59,7 @@ struct DeviceBuffer {
 
 // A quantized weight in checkpoint order plus its device copies in both families' layouts.
 struct TestWeight {
-  WeightCodec codec;
+  WeightFormat format;
   int64_t n, k;
   std::vector<uint8_t> codes, scales;
   std::vector<float> channel;
@@ -68,14 +68,14 @@ struct TestWeight {
   std::unique_ptr<DeviceBuffer> dcodes[2], dscales[2], dchannel;
 
   HostWeightRef host() const {
-    return HostWeightRef{codec,        n,           k,
+    return HostWeightRef{format,        n,           k,
                          codes.data(), scales.empty() ? nullptr : scales.data(), global_scale,
                          tensor_scale, channel.empty() ? nullptr : channel.data()};
   }
   PackedWeightView view(KernelFamily fam) const {
     const int f = fam == KernelFamily::kSm70 ? 0 : 1;
     PackedWeightView v;
-    v.codec = codec;
+    v.format = format;
     v.family = fam;
     v.n = n;
     v.k = k;
@@ -92,7 +92,7 @@ struct TestWeight {
 void upload(TestWeight& w) {
   for (int f = 0; f < 2; ++f) {
     PackedWeightHost p;
-    const std::string err = prepack(w.codec, f == 0 ? KernelFamily::kSm70 : KernelFamily::kSm80, w.n, w.k, w.codes,
+    const std::string err = prepack(w.format, f == 0 ? KernelFamily::kSm70 : KernelFamily::kSm80, w.n, w.k, w.codes,
                                     w.scales, &p);
     REQUIRE(err.empty());
     w.dcodes[f] = std::make_unique<DeviceBuffer>(p.codes.size());
@@ -111,13 +111,13 @@ void upload(TestWeight& w) {
   }
 }
 
-std::unique_ptr<TestWeight> make_weight(WeightCodec codec, int64_t n, int64_t k, bool per_channel, uint64_t seed) {
+std::unique_ptr<TestWeight> make_weight(WeightFormat format, int64_t n, int64_t k, bool per_channel, uint64_t seed) {
   auto w = std::make_unique<TestWeight>();
-  w->codec = codec;
+  w->format = format;
   w->n = n;
   w->k = k;
   SplitMix rng(seed);
-  if (codec == WeightCodec::kNvfp4) {
+  if (format == WeightFormat::kNvfp4) {
     w->codes.resize(static_cast<size_t>(n * k / 2));
     w->scales.resize(static_cast<size_t>(n * k / 16));
     voltserve::test::fill_random_bytes(w->codes, rng);
@@ -176,7 +176,7 @@ constexpr uint8_t kGuardByte = 0xA5;
 // Runs one case; returns the normalised error (fails the test on NaN, unwritten outputs, guard damage).
 double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed,
                 int tuning = 0, int overlap = 0) {
-  const std::string name = std::string("linear ") + codec_name(w.codec) + " m=" + std::to_string(m) +
+  const std::string name = std::string("linear ") + weight_format_name(w.format) + " m=" + std::to_string(m) +
                            " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) + " fam=" + family_name(fam) +
                            (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel") +
                            (tuning > 0 ? " tuning=" + std::to_string(tuning) : "") +
@@ -275,7 +275,7 @@ TEST_CASE("linear gpu nvfp4 27B shapes, every M, both families", "[gpu]") {
                                {1024, 5120},  {17408, 5120}, {5120, 17408}};
   uint64_t seed = 100;
   for (const auto& s : shapes) {
-    auto w = make_weight(WeightCodec::kNvfp4, s[0], s[1], false, seed++);
+    auto w = make_weight(WeightFormat::kNvfp4, s[0], s[1], false, seed++);
     sweep(*w, cc, seed * 1000, all_ms());
   }
 }
@@ -285,14 +285,14 @@ TEST_CASE("linear gpu fp8 27B shapes, every M, both families", "[gpu]") {
   const int64_t shapes[][2] = {{10240, 5120}, {6144, 5120}, {5120, 6144}, {12288, 5120}, {1024, 5120}};
   uint64_t seed = 200;
   for (const auto& s : shapes) {
-    auto w = make_weight(WeightCodec::kFp8, s[0], s[1], false, seed++);
+    auto w = make_weight(WeightFormat::kFp8, s[0], s[1], false, seed++);
     sweep(*w, cc, seed * 1000, all_ms());
   }
 }
 
 TEST_CASE("linear gpu nvfp4 lm_head 5120->248320", "[gpu]") {
   REQUIRE_DEVICE(cc);
-  auto w = make_weight(WeightCodec::kNvfp4, 248320, 5120, false, 300);
+  auto w = make_weight(WeightFormat::kNvfp4, 248320, 5120, false, 300);
   sweep(*w, cc, 300000, {1, 4, 8, 9, 16, 17, 64});
 }
 
@@ -304,13 +304,13 @@ TEST_CASE("linear gpu awkward shapes, per-channel scales and fp16 output", "[gpu
                                {1, 64}, {24, 5120}, {1000, 272}};
   uint64_t seed = 400;
   for (const auto& s : shapes) {
-    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
-      auto w = make_weight(codec, s[0], s[1], true, seed++);
+    for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
+      auto w = make_weight(format, s[0], s[1], true, seed++);
       sweep(*w, cc, seed * 1000, all_ms());
     }
   }
   Context ctx;
-  auto w = make_weight(WeightCodec::kNvfp4, 1040, 5184, false, 450);
+  auto w = make_weight(WeightFormat::kNvfp4, 1040, 5184, false, 450);
   for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
     if (fam == KernelFamily::kSm80 && cc < 80) continue;
     for (int64_t m : {1, 9, 16, 64}) run_case(ctx, *w, fam, m, false, 4500 + static_cast<uint64_t>(m));
@@ -327,14 +327,14 @@ TEST_CASE("linear gpu merged projections match the reference and the separate la
   const int64_t k = 5120;
   const std::vector<int64_t> ns = {12288, 1024, 1024};
   uint64_t seed = 600;
-  for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+  for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
     std::vector<std::unique_ptr<TestWeight>> parts;
     auto merged = std::make_unique<TestWeight>();
-    merged->codec = codec;
+    merged->format = format;
     merged->k = k;
     merged->global_scale = merged->tensor_scale = 1.0f;
     for (size_t i = 0; i < ns.size(); ++i) {
-      parts.push_back(make_weight(codec, ns[i], k, false, seed++));
+      parts.push_back(make_weight(format, ns[i], k, false, seed++));
       TestWeight& p = *parts.back();
       p.global_scale = std::ldexp(1.0f, -9 - static_cast<int>(i)) * (1.0f + 0.375f * static_cast<float>(i));
       p.tensor_scale = 0.01f * static_cast<float>(i + 1);
@@ -348,13 +348,13 @@ TEST_CASE("linear gpu merged projections match the reference and the separate la
       std::vector<PackedWeightHost> packed(parts.size());
       std::vector<MergePart> mp;
       for (size_t i = 0; i < parts.size(); ++i) {
-        REQUIRE(prepack(codec, fam, parts[i]->n, k, parts[i]->codes, parts[i]->scales, &packed[i]).empty());
-        mp.push_back({&packed[i], codec == WeightCodec::kNvfp4 ? parts[i]->global_scale : parts[i]->tensor_scale});
+        REQUIRE(prepack(format, fam, parts[i]->n, k, parts[i]->codes, parts[i]->scales, &packed[i]).empty());
+        mp.push_back({&packed[i], format == WeightFormat::kNvfp4 ? parts[i]->global_scale : parts[i]->tensor_scale});
       }
       PackedWeightHost out, direct;
       std::vector<float> row_scales;
       REQUIRE(merge_packed_rows(mp, &out, &row_scales).empty());
-      REQUIRE(prepack(codec, fam, merged->n, k, merged->codes, merged->scales, &direct).empty());
+      REQUIRE(prepack(format, fam, merged->n, k, merged->codes, merged->scales, &direct).empty());
       CHECK(out.codes == direct.codes);
       CHECK(out.scales == direct.scales);
       merged->channel = row_scales;
@@ -364,7 +364,7 @@ TEST_CASE("linear gpu merged projections match the reference and the separate la
       if (fam == KernelFamily::kSm80 && cc < 80) continue;
       for (int64_t m : {1, 8, 9, 16, 64}) run_case(ctx, *merged, fam, m, true, seed * 100 + static_cast<uint64_t>(m));
     }
-    if (codec != WeightCodec::kNvfp4 || cc < 80) continue;
+    if (format != WeightFormat::kNvfp4 || cc < 80) continue;
     SplitMix rng(seed * 7);
     std::vector<uint16_t> xh(static_cast<size_t>(16 * k));
     std::vector<float> xf(xh.size());
@@ -412,8 +412,8 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   const int64_t shapes[][2] = {{48, 80}, {5136, 1104}, {10240, 5120}, {10256, 5120}};
   uint64_t seed = 700;
   for (const auto& s : shapes) {
-    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
-      auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
+    for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
+      auto w = make_weight(format, s[0], s[1], format == WeightFormat::kFp8, seed++);
       for (int tuning : {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 15, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29}) {
         if (sm80::decode_variant_uses_clusters(tuning) && cc < 90) continue;
         for (int64_t m : {1, 8, 9, 16}) {
@@ -429,7 +429,7 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
     }
   }
   LinearArgs a;
-  auto w = make_weight(WeightCodec::kNvfp4, 32, 64, false, 799);
+  auto w = make_weight(WeightFormat::kNvfp4, 32, 64, false, 799);
   DeviceBuffer dx(64 * 2), dy(32 * 4);
   a.x = dx.p;
   a.y = dy.p;
@@ -440,7 +440,7 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   }
   a.tuning = 0;
   a.l2_prefetch_kib = -2;
-  auto w8 = make_weight(WeightCodec::kFp8, 32, 64, false, 798);
+  auto w8 = make_weight(WeightFormat::kFp8, 32, 64, false, 798);
   CHECK(linear_forward(w8->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
 }
 
@@ -457,8 +457,8 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
                                {14336, 5120}, {16384, 5120}, {17408, 5120}, {131072, 1024}};
   uint64_t seed = 1500;
   for (const auto& s : shapes) {
-    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
-      auto w = make_weight(codec, s[0], s[1], codec == WeightCodec::kFp8, seed++);
+    for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
+      auto w = make_weight(format, s[0], s[1], format == WeightFormat::kFp8, seed++);
       SplitMix rng(seed * 7);
       std::vector<uint16_t> xh(static_cast<size_t>(16 * w->k));
       std::vector<float> xf(xh.size());
@@ -510,14 +510,14 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
           const std::vector<float> ym = run(fam, m, tuning, -1, layout);
           const bool same = std::memcmp(ym.data(), y16.data(), ym.size() * 4) == 0;
           std::printf("linear batch-invariance %s n=%lld k=%lld fam=%s tuning=%d m=%lld x=%s vs 16 %s\n",
-                      codec_name(codec), static_cast<long long>(w->n), static_cast<long long>(w->k), family_name(fam),
+                      weight_format_name(format), static_cast<long long>(w->n), static_cast<long long>(w->k), family_name(fam),
                       tuning, static_cast<long long>(m), layout == XLayout::kRowMajor ? "row" : "chunked",
                       same ? "same" : "DIFFERENT");
           CHECK(same);
         }
       }
       // The FP8 L2 prefetch is a hint: no prefetch, the default budget and the whole weight give the same bits.
-      if (cc >= 80 && codec == WeightCodec::kFp8) {
+      if (cc >= 80 && format == WeightFormat::kFp8) {
         const std::vector<float> y_default = run(KernelFamily::kSm80, 16, 0);
         for (int kib : {0, 1 << 20}) {
           const std::vector<float> y = run(KernelFamily::kSm80, 16, 0, kib);
@@ -537,8 +537,8 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
 TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent launch)", "[gpu]") {
   REQUIRE_DEVICE(cc);
   if (cc < 80) SKIP("sm80 family needs sm_80+");
-  auto wa = make_weight(WeightCodec::kNvfp4, 8192, 4096, false, 901);
-  auto wb = make_weight(WeightCodec::kNvfp4, 512, 8192, false, 902);
+  auto wa = make_weight(WeightFormat::kNvfp4, 8192, 4096, false, 901);
+  auto wb = make_weight(WeightFormat::kNvfp4, 512, 8192, false, 902);
   wa->global_scale = 1.0f / 8192.0f;  // keeps y1 well inside fp16
   for (int tuning_b : {0, 5, 23}) {  // 23: k split over a cluster
     if (sm80::decode_variant_uses_clusters(tuning_b) && cc < 90) continue;
@@ -602,7 +602,7 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
 
 TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
   REQUIRE_DEVICE(cc);
-  auto w = make_weight(WeightCodec::kNvfp4, 32, 64, false, 500);
+  auto w = make_weight(WeightFormat::kNvfp4, 32, 64, false, 500);
   PackedWeightView v = w->view(KernelFamily::kSm70);
   DeviceBuffer dx(64 * 2 * 32), dy(32 * 4 * 32);
   LinearArgs a;

@@ -17,14 +17,14 @@ using voltserve::test::SplitMix;
 
 namespace {
 
-void roundtrip(WeightCodec codec, KernelFamily family, int64_t n, int64_t k, uint64_t seed) {
+void roundtrip(WeightFormat format, KernelFamily family, int64_t n, int64_t k, uint64_t seed) {
   SplitMix rng(seed);
-  std::vector<uint8_t> codes(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 2 : n * k));
-  std::vector<uint8_t> scales(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 16 : 0));
+  std::vector<uint8_t> codes(static_cast<size_t>(format == WeightFormat::kNvfp4 ? n * k / 2 : n * k));
+  std::vector<uint8_t> scales(static_cast<size_t>(format == WeightFormat::kNvfp4 ? n * k / 16 : 0));
   voltserve::test::fill_random_bytes(codes, rng);
   voltserve::test::fill_random_bytes(scales, rng);
   PackedWeightHost packed;
-  REQUIRE(prepack(codec, family, n, k, codes, scales, &packed).empty());
+  REQUIRE(prepack(format, family, n, k, codes, scales, &packed).empty());
   const TileGeometry geo = tile_geometry(family);
   CHECK(packed.n_tiles == (n + geo.tile_rows - 1) / geo.tile_rows);
   CHECK(packed.codes.size() == static_cast<size_t>(packed.n_tiles * packed.kblocks * 512));
@@ -47,10 +47,10 @@ TEST_CASE("linear prepack roundtrip nvfp4 and fp8, both families", "[unit]") {
                                {1, 16}, {5, 64}, {24, 80}, {33, 272}};  // n not a multiple of a tile
   uint64_t seed = 1;
   for (const auto& s : shapes) {
-    for (WeightCodec codec : {WeightCodec::kNvfp4, WeightCodec::kFp8}) {
+    for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
       for (KernelFamily fam : {KernelFamily::kSm70, KernelFamily::kSm80}) {
-        INFO("prepack " << codec_name(codec) << " fam=" << family_name(fam) << " n=" << s[0] << " k=" << s[1]);
-        roundtrip(codec, fam, s[0], s[1], seed++);
+        INFO("prepack " << weight_format_name(format) << " fam=" << family_name(fam) << " n=" << s[0] << " k=" << s[1]);
+        roundtrip(format, fam, s[0], s[1], seed++);
       }
     }
   }
@@ -63,7 +63,7 @@ TEST_CASE("linear prepack places lane bytes where the kernels read them", "[unit
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + 3);
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(100 + i);
   PackedWeightHost p;
-  REQUIRE(prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, n, k, codes, scales, &p).empty());
+  REQUIRE(prepack(WeightFormat::kNvfp4, KernelFamily::kSm80, n, k, codes, scales, &p).empty());
   const int lane = 1 * 4 + 2;
   for (int w = 0; w < 2; ++w) {  // words hold their 4 checkpoint bytes with bits placed (nvfp4_bits.h)
     uint32_t lo = 0, hi = 0;
@@ -84,7 +84,7 @@ TEST_CASE("linear prepack places lane bytes where the kernels read them", "[unit
   std::vector<uint8_t> c70(n70 * k / 2), s70(n70 * k / 16);
   for (size_t i = 0; i < c70.size(); ++i) c70[i] = static_cast<uint8_t>(i * 13 + 1);
   for (size_t i = 0; i < s70.size(); ++i) s70[i] = static_cast<uint8_t>(i);
-  REQUIRE(prepack(WeightCodec::kNvfp4, KernelFamily::kSm70, n70, k, c70, s70, &p70).empty());
+  REQUIRE(prepack(WeightFormat::kNvfp4, KernelFamily::kSm70, n70, k, c70, s70, &p70).empty());
   const size_t unit = (0 * 2 + 1) * 32 + 21;
   for (int b = 0; b < 16; ++b) CHECK(p70.codes[unit * 16 + b] == c70[13 * 32 + 16 + b]);
   CHECK(p70.scales[unit * 2] == s70[13 * 4 + 2]);
@@ -130,37 +130,37 @@ TEST_CASE("sm80 NVFP4 bit placement is a bijection and decodes to e2m1 * 2^-14 e
 TEST_CASE("linear prepack rejects bad shapes and sizes with a message", "[unit]") {
   PackedWeightHost p;
   std::vector<uint8_t> codes(24 * 64 / 2), scales(24 * 64 / 16);
-  std::string e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 0, 64, {}, {}, &p);
+  std::string e = prepack(WeightFormat::kNvfp4, KernelFamily::kSm80, 0, 64, {}, {}, &p);
   CHECK(e.find("n=0") != std::string::npos);
-  CHECK(prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 24, 64, codes, scales, &p).empty());  // any n
+  CHECK(prepack(WeightFormat::kNvfp4, KernelFamily::kSm80, 24, 64, codes, scales, &p).empty());  // any n
   std::vector<uint8_t> c2(16 * 40 / 2), s2(16 * 40 / 16);
-  e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm80, 16, 40, c2, s2, &p);
+  e = prepack(WeightFormat::kNvfp4, KernelFamily::kSm80, 16, 40, c2, s2, &p);
   CHECK(e.find("k=40") != std::string::npos);
   std::vector<uint8_t> c3(16 * 64 / 2 - 1), s3(16 * 64 / 16);
-  e = prepack(WeightCodec::kNvfp4, KernelFamily::kSm70, 16, 64, c3, s3, &p);
+  e = prepack(WeightFormat::kNvfp4, KernelFamily::kSm70, 16, 64, c3, s3, &p);
   CHECK(e.find("codes hold") != std::string::npos);
   std::vector<uint8_t> c4(16 * 64), s4(3);
-  e = prepack(WeightCodec::kFp8, KernelFamily::kSm70, 16, 64, c4, s4, &p);
+  e = prepack(WeightFormat::kFp8, KernelFamily::kSm70, 16, 64, c4, s4, &p);
   CHECK(e.find("FP8") != std::string::npos);
 }
 
 TEST_CASE("linear merge_packed_rows concatenates rows and carries each part's scales", "[unit]") {
   struct Case {
-    WeightCodec codec;
+    WeightFormat format;
     KernelFamily fam;
     std::vector<int64_t> ns;
     int64_t k;
   };
   // The last part may end inside a tile (16 rows of a 32-row sm70 tile); k need not fill a k-block.
-  const Case cases[] = {{WeightCodec::kNvfp4, KernelFamily::kSm80, {48, 16, 32}, 80},
-                        {WeightCodec::kNvfp4, KernelFamily::kSm70, {64, 32, 16}, 1040},
-                        {WeightCodec::kFp8, KernelFamily::kSm80, {32, 16}, 272},
-                        {WeightCodec::kFp8, KernelFamily::kSm70, {32, 96, 48}, 64}};
+  const Case cases[] = {{WeightFormat::kNvfp4, KernelFamily::kSm80, {48, 16, 32}, 80},
+                        {WeightFormat::kNvfp4, KernelFamily::kSm70, {64, 32, 16}, 1040},
+                        {WeightFormat::kFp8, KernelFamily::kSm80, {32, 16}, 272},
+                        {WeightFormat::kFp8, KernelFamily::kSm70, {32, 96, 48}, 64}};
   uint64_t seed = 900;
   for (const Case& c : cases) {
-    INFO("merge " << codec_name(c.codec) << " fam=" << family_name(c.fam) << " k=" << c.k);
-    const int64_t rb = c.codec == WeightCodec::kNvfp4 ? c.k / 2 : c.k;
-    const int64_t groups = c.codec == WeightCodec::kNvfp4 ? c.k / 16 : 0;
+    INFO("merge " << weight_format_name(c.format) << " fam=" << family_name(c.fam) << " k=" << c.k);
+    const int64_t rb = c.format == WeightFormat::kNvfp4 ? c.k / 2 : c.k;
+    const int64_t groups = c.format == WeightFormat::kNvfp4 ? c.k / 16 : 0;
     std::vector<PackedWeightHost> packed(c.ns.size());
     std::vector<std::vector<float>> channels(c.ns.size());
     std::vector<MergePart> parts;
@@ -171,7 +171,7 @@ TEST_CASE("linear merge_packed_rows concatenates rows and carries each part's sc
       std::vector<uint8_t> codes(static_cast<size_t>(c.ns[i] * rb)), scales(static_cast<size_t>(c.ns[i] * groups));
       voltserve::test::fill_random_bytes(codes, rng);
       voltserve::test::fill_random_bytes(scales, rng);
-      REQUIRE(prepack(c.codec, c.fam, c.ns[i], c.k, codes, scales, &packed[i]).empty());
+      REQUIRE(prepack(c.format, c.fam, c.ns[i], c.k, codes, scales, &packed[i]).empty());
       all_codes.insert(all_codes.end(), codes.begin(), codes.end());
       all_scales.insert(all_scales.end(), scales.begin(), scales.end());
       const float scale = 0.25f * static_cast<float>(i + 1);
@@ -190,7 +190,7 @@ TEST_CASE("linear merge_packed_rows concatenates rows and carries each part's sc
     CHECK(row_scales == want_scales);
     // The merge is the prepack of the concatenated rows, and unpacks to them.
     PackedWeightHost direct;
-    REQUIRE(prepack(c.codec, c.fam, n, c.k, all_codes, all_scales, &direct).empty());
+    REQUIRE(prepack(c.format, c.fam, n, c.k, all_codes, all_scales, &direct).empty());
     CHECK(merged.n_tiles == direct.n_tiles);
     CHECK(merged.kblocks == direct.kblocks);
     CHECK(merged.codes == direct.codes);
@@ -203,18 +203,18 @@ TEST_CASE("linear merge_packed_rows concatenates rows and carries each part's sc
 }
 
 TEST_CASE("linear merge_packed_rows rejects parts that cannot share a launch, naming the part", "[unit]") {
-  auto pack = [](WeightCodec codec, KernelFamily fam, int64_t n, int64_t k) {
-    std::vector<uint8_t> codes(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 2 : n * k));
-    std::vector<uint8_t> scales(static_cast<size_t>(codec == WeightCodec::kNvfp4 ? n * k / 16 : 0));
+  auto pack = [](WeightFormat format, KernelFamily fam, int64_t n, int64_t k) {
+    std::vector<uint8_t> codes(static_cast<size_t>(format == WeightFormat::kNvfp4 ? n * k / 2 : n * k));
+    std::vector<uint8_t> scales(static_cast<size_t>(format == WeightFormat::kNvfp4 ? n * k / 16 : 0));
     PackedWeightHost p;
-    REQUIRE(prepack(codec, fam, n, k, codes, scales, &p).empty());
+    REQUIRE(prepack(format, fam, n, k, codes, scales, &p).empty());
     return p;
   };
-  const PackedWeightHost a = pack(WeightCodec::kNvfp4, KernelFamily::kSm80, 32, 64);
-  const PackedWeightHost k128 = pack(WeightCodec::kNvfp4, KernelFamily::kSm80, 32, 128);
-  const PackedWeightHost fp8 = pack(WeightCodec::kFp8, KernelFamily::kSm80, 32, 64);
-  const PackedWeightHost sm70 = pack(WeightCodec::kNvfp4, KernelFamily::kSm70, 32, 64);
-  const PackedWeightHost sm70_16 = pack(WeightCodec::kNvfp4, KernelFamily::kSm70, 16, 64);
+  const PackedWeightHost a = pack(WeightFormat::kNvfp4, KernelFamily::kSm80, 32, 64);
+  const PackedWeightHost k128 = pack(WeightFormat::kNvfp4, KernelFamily::kSm80, 32, 128);
+  const PackedWeightHost fp8 = pack(WeightFormat::kFp8, KernelFamily::kSm80, 32, 64);
+  const PackedWeightHost sm70 = pack(WeightFormat::kNvfp4, KernelFamily::kSm70, 32, 64);
+  const PackedWeightHost sm70_16 = pack(WeightFormat::kNvfp4, KernelFamily::kSm70, 16, 64);
   PackedWeightHost broken = a;
   broken.codes.pop_back();
   PackedWeightHost out;
@@ -223,8 +223,8 @@ TEST_CASE("linear merge_packed_rows rejects parts that cannot share a launch, na
   CHECK(merge({}).find("no parts") != std::string::npos);
   CHECK(merge({{&a, 1.0f}, {nullptr, 1.0f}}).find("part 1 has no packed weight") != std::string::npos);
   CHECK(merge({{&a, 1.0f}, {&k128, 1.0f}}).find("part 1 has k=128, part 0 has k=64") != std::string::npos);
-  CHECK(merge({{&a, 1.0f}, {&fp8, 1.0f}}).find("part 1 is fp8") != std::string::npos);
-  CHECK(merge({{&a, 1.0f}, {&sm70, 1.0f}}).find("part 1 is nvfp4/sm70") != std::string::npos);
+  CHECK(merge({{&a, 1.0f}, {&fp8, 1.0f}}).find("part 1 is FP8") != std::string::npos);
+  CHECK(merge({{&a, 1.0f}, {&sm70, 1.0f}}).find("part 1 is NVFP4/sm70") != std::string::npos);
   CHECK(merge({{&sm70_16, 1.0f}, {&sm70, 1.0f}}).find("part 0 has n=16") != std::string::npos);
   CHECK(merge({{&sm70, 1.0f}, {&sm70_16, 1.0f}}).empty());  // the last part may end inside a tile
   CHECK(merge({{&a, 1.0f}, {&broken, 1.0f}}).find("part 1: packed buffers") != std::string::npos);

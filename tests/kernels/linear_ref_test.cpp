@@ -17,7 +17,7 @@ TEST_CASE("linear_ref dequantizes NVFP4 exactly", "[unit]") {
   codes[8] = 0x9A;  // k16 = code 10 (-1.0), k17 = code 9 (-0.5)
   // Group 0 scale e4m3 0x40 = 2.0; group 1 scale 0x38 = 1.0. Global 0.25.
   std::vector<uint8_t> scales = {0x40, 0x38};
-  HostWeightRef w{WeightCodec::kNvfp4, 1, 32, codes.data(), scales.data(), 0.25f};
+  HostWeightRef w{WeightFormat::kNvfp4, 1, 32, codes.data(), scales.data(), 0.25f};
   std::vector<float> row(32);
   dequantize_row_ref(w, 0, row.data());
   CHECK(row[0] == 0.25f);
@@ -39,7 +39,7 @@ TEST_CASE("linear_ref dequantizes NVFP4 exactly", "[unit]") {
 TEST_CASE("linear_ref dequantizes FP8 with tensor and channel scales", "[unit]") {
   std::vector<uint8_t> codes = {0x38, 0xB8, 0x01, 0x7E, 0x40, 0x00, 0x00, 0x00};  // 1, -1, 2^-9, 448 | 2, 0...
   std::vector<float> ch = {1.0f, 3.0f};
-  HostWeightRef w{WeightCodec::kFp8, 2, 4, codes.data(), nullptr, 1.0f, 0.5f, ch.data()};
+  HostWeightRef w{WeightFormat::kFp8, 2, 4, codes.data(), nullptr, 1.0f, 0.5f, ch.data()};
   std::vector<float> row(4);
   dequantize_row_ref(w, 0, row.data());
   CHECK(row[0] == 0.5f);
@@ -57,7 +57,7 @@ TEST_CASE("linear_ref computes x W^T over all rows and sampled rows", "[unit]") 
     codes[j] = 0x38;
     codes[16 + j] = (j % 2 == 0) ? 0x40 : 0xC0;
   }
-  HostWeightRef w{WeightCodec::kFp8, 2, 16, codes.data(), nullptr, 1.0f, 1.0f, nullptr};
+  HostWeightRef w{WeightFormat::kFp8, 2, 16, codes.data(), nullptr, 1.0f, 1.0f, nullptr};
   std::vector<float> x(32);
   for (int j = 0; j < 16; ++j) {
     x[j] = static_cast<float>(j);

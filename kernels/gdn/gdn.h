@@ -1,0 +1,124 @@
+// The Gated DeltaNet mixer of the Qwen3.5 hybrid (MODEL.md §2.6, §3) after its input projections: causal depthwise
+// conv over the qkv channels continuing the slot's conv state, SiLU, per-head L2 norm of q and k (eps 1e-6 inside
+// the sqrt) with q then scaled by 1/sqrt(head_k_dim), beta = sigmoid(b), g = -exp(A_log) * softplus(a + dt_bias)
+// in fp32, the gated delta rule (v-head j reads q/k head j / (n_v_heads / n_k_heads)) continuing the slot's fp32
+// recurrent state — token by token (MODEL.md §2.6) or in chunks of 64 (the WY form, MODEL.md §3) — and the per-head
+// gated RMSNorm y = (w * rmsnorm(o)) * silu(z). The reference (gdn_ref.cpp, fp32, CUDA-free) is the CPU backend's
+// implementation and the oracle of the device kernels (tests/kernels/gdn_gpu_test.cpp). CUDA-free header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "common/host_parallel.h"
+#include "common/kernel_status.h"
+#include "common/step_desc.h"
+
+namespace voltserve::kernels::gdn {
+
+struct Params {
+  int32_t n_k_heads = 0;
+  int32_t n_v_heads = 0;   // a multiple of n_k_heads
+  int32_t head_k_dim = 0;  // 128 on every Qwen3.5 model; kernels support multiples of 16 up to 128
+  int32_t head_v_dim = 0;  // likewise
+  int32_t conv_kernel = 4;  // taps K >= 2; the last tap multiplies the current token
+  float rms_norm_eps = 1e-6f;  // of the gated RMSNorm
+  int32_t conv_dim() const { return 2 * n_k_heads * head_k_dim + n_v_heads * head_v_dim; }
+  int32_t conv_state_width() const { return conv_dim() * (conv_kernel - 1); }
+  int64_t recurrent_state_size() const { return int64_t{n_v_heads} * head_k_dim * head_v_dim; }
+};
+
+// Per-layer parameters, fp32 (host memory for the reference, device memory for the kernels).
+struct Weights {
+  const float* conv = nullptr;         // [conv_dim, conv_kernel]
+  const float* a_log = nullptr;        // [n_v_heads]
+  const float* dt_bias = nullptr;      // [n_v_heads]
+  const float* norm_weight = nullptr;  // [head_v_dim], the plain gated-norm weight (no +1)
+};
+
+// Per-layer state, fp32, indexed by SeqDesc::slot.
+//   conv      [n_slots, conv_dim * (K - 1)]: per channel c the last K-1 pre-conv inputs, oldest first, at
+//             c * (K - 1) + tap
+//   recurrent [n_slots, n_v_heads, head_k_dim, head_v_dim]: S_j[d_k][d_v] (HF / FLA layout)
+// Checkpoints (speculative verify, SeqDesc::ckpt >= 0): after token t (0-based in the step) of such a sequence,
+// its conv and recurrent state are also written to checkpoint (ckpt, t) — rows ckpt * max_ckpt_tokens + t of
+//   conv_ckpt      [n_ckpt * max_ckpt_tokens, conv_dim * (K - 1)]
+//   recurrent_ckpt [n_ckpt * max_ckpt_tokens, n_v_heads * head_k_dim * head_v_dim]
+// A verify item has n_tokens <= max_ckpt_tokens. commit (below) copies a checkpoint back into a slot.
+struct State {
+  float* conv = nullptr;
+  float* recurrent = nullptr;
+  float* conv_ckpt = nullptr;
+  float* recurrent_ckpt = nullptr;
+  int32_t max_ckpt_tokens = 0;
+};
+
+enum class Mode {
+  kAuto,        // chunked for segments longer than one chunk (64 tokens), token by token otherwise
+  kSequential,  // always token by token
+  kChunked,     // always chunked (except sequences with checkpoints, which are always token by token)
+};
+
+// Inputs (strides in elements; rows as in SeqDesc): qkv [T, conv_dim] (in_proj_qkv output: [q | k | v], each
+// head-major), z [T, n_v_heads * head_v_dim], b and a [T, n_v_heads]. out [T, n_v_heads * head_v_dim].
+struct RefArgs {
+  const float* qkv = nullptr;
+  int64_t qkv_stride = 0;
+  const float* z = nullptr;
+  int64_t z_stride = 0;
+  const float* b = nullptr;
+  int64_t b_stride = 0;
+  const float* a = nullptr;
+  int64_t a_stride = 0;
+  Weights w;
+  State state;
+  const SeqDesc* seqs = nullptr;
+  int32_t n_seqs = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  Mode mode = Mode::kAuto;
+  const HostParallel* parallel = nullptr;
+};
+void gdn_ref(const Params& p, const RefArgs& a);
+
+// One checkpoint copied into a slot's main state: the state after token `index` of the verify item that wrote
+// checkpoint set `ckpt` (speculative decoding keeps the state of the last accepted token).
+struct Commit {
+  int32_t slot = -1;
+  int32_t ckpt = -1;
+  int32_t index = 0;
+};
+void commit_ref(const Params& p, const State& s, const Commit* commits, int32_t n_commits);
+
+// Device form: every pointer is device memory; out is fp16 (the out_proj input) or fp32.
+struct DeviceArgs {
+  const float* qkv = nullptr;
+  int64_t qkv_stride = 0;
+  const float* z = nullptr;
+  int64_t z_stride = 0;
+  const float* b = nullptr;
+  int64_t b_stride = 0;
+  const float* a = nullptr;
+  int64_t a_stride = 0;
+  Weights w;
+  State state;
+  const SeqDesc* seqs = nullptr;
+  int32_t n_seqs = 0;
+  void* out = nullptr;
+  int64_t out_stride = 0;
+  DType out_dtype = DType::kF16;
+  Mode mode = Mode::kAuto;
+  // Host-known upper bounds that size the launches (may exceed the step's actual values; see attention.h).
+  int32_t n_rows = 0;
+  int32_t max_seq_tokens = 0;
+  void* workspace = nullptr;  // scratch: conv outputs, beta, g, chunk intermediates
+  size_t workspace_bytes = 0;
+  void* stream = nullptr;
+};
+size_t workspace_bytes(const Params& p, int32_t n_rows, int32_t n_seqs, int32_t max_seq_tokens);
+KernelStatus gdn_forward(const Params& p, const DeviceArgs& a);
+// commits: device array of n_commits entries.
+KernelStatus commit(const Params& p, const State& s, const Commit* commits, int32_t n_commits, void* stream);
+
+}  // namespace voltserve::kernels::gdn
