@@ -1,46 +1,59 @@
-// Backend: the op interface the Qwen3.5 forward pass is written against once (engine/model/qwen35_model.cpp).
-// Ops are coarse and fused (a whole gated-attention or Gated DeltaNet mixer is one call) so a device backend can
-// fuse freely; the CPU backend (backend/cpu/) is the fp32 reference, tested in tests/golden against transformers.
+// Backend: the op interface the Qwen3.5 forward pass is written against once (engine/model/qwen35_model.cpp),
+// shaped for a device. A step's metadata (token ids, positions, slots, page tables, output rows and their sampling
+// parameters) is handed over once, in begin_step(); ops then name only tensors, which are views of memory the
+// backend allocated once (weights, caches, a workspace sized for the largest step), so the pointers of a step are
+// the same from one step of the same size to the next and a device backend can capture a step as a graph. Ops
+// report failures into a sticky per-step error that end_step() returns. Sampling is an op: a device returns token
+// ids and logprobs, never the full logits unless asked. The CPU backend (backend/cpu/) is the fp32 reference over
+// kernels/*/_ref.cpp; tested against transformers in tests/golden and by tests/model/backend_contract_test.cpp.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "common/dtype.h"
+#include "common/step_desc.h"
+#include "linear/linear_ref.h"
+#include "sampling/sampling.h"
 #include "voltserve/status.h"
 
 namespace voltserve {
 
-struct LinearWeight;
-
-// A row-major matrix of activations or small parameters in backend memory: [rows, cols], fp32 on the CPU.
-// Copies share the storage (the shared_ptr keeps it alive); `data` points into it.
+// A view of backend memory: `rows` x `cols` elements of `dtype`, row r at data + r * stride elements.
 struct Tensor {
-  std::shared_ptr<float> storage;
-  float* data = nullptr;
+  void* data = nullptr;
+  DType dtype = DType::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
-  int64_t numel() const { return rows * cols; }
-  float* row(int64_t r) const { return data + r * cols; }
+  int64_t stride = 0;
+
+  bool empty() const { return data == nullptr; }
+  // The first n rows (a step uses the top of a workspace buffer sized for the largest step).
+  Tensor first_rows(int64_t n) const { return {data, dtype, n, cols, stride}; }
+  // Columns [c0, c0 + n): one projection's part of a merged output.
+  Tensor columns(int64_t c0, int64_t n) const {
+    return {static_cast<char*>(data) + c0 * static_cast<int64_t>(dtype_bytes(dtype)), dtype, rows, n, stride};
+  }
+  Tensor row(int64_t r) const {
+    return {static_cast<char*>(data) + r * stride * static_cast<int64_t>(dtype_bytes(dtype)), dtype, 1, cols, stride};
+  }
+  // Host-addressable fp32 views (CPU backend and tests).
+  float* f32() const { return static_cast<float*>(data); }
+  float* f32_row(int64_t r) const { return f32() + r * stride; }
 };
 
-// A linear layer's weight prepared for this backend (CPU: dequantized fp32 [n, k]). y = x W^T, W is [n, k].
+// A linear layer's weight prepared for this backend: y = x W^T, W [n, k]. Made from one or several checkpoint
+// tensors that read the same input (q|k|v, qkv|z|b|a, gate|up): their rows are concatenated, so one op computes the
+// concatenated output and the model reads each part as a column range.
 class PreparedLinear {
  public:
   virtual ~PreparedLinear() = default;
-  virtual int64_t n() const = 0;  // output features
+  virtual int64_t n() const = 0;  // output features (all parts)
   virtual int64_t k() const = 0;  // input features
-};
-
-// One sequence's share of a batched step: its tokens are rows [row0, row0 + n_tokens) of the activations,
-// at positions n_past .. n_past + n_tokens - 1.
-struct SeqSegment {
-  int32_t row0 = 0;
-  int32_t n_tokens = 0;
-  int32_t n_past = 0;
-  int32_t slot = -1;                    // recurrent-state slot (GDN layers)
-  std::span<const int32_t> page_table;  // KV pages covering positions [0, n_past + n_tokens) (attention layers)
 };
 
 // Gated full attention (MODEL.md §2.5). Norm weights arrive with the zero-centred "+1" already added.
@@ -54,11 +67,11 @@ struct AttentionParams {
   int32_t page_size = 16;
 };
 struct AttentionWeights {
-  Tensor q_norm;  // [1, head_dim], (1 + w)
-  Tensor k_norm;  // [1, head_dim], (1 + w)
+  Tensor q_norm;  // [1, head_dim] fp32, (1 + w)
+  Tensor k_norm;  // [1, head_dim] fp32, (1 + w)
 };
 // Paged KV memory of one attention layer: row `page * page_size + offset` holds one position's
-// [n_kv_heads * head_dim] keys (k) or values (v).
+// [n_kv_heads * head_dim] keys (k) or values (v); the backend picks the dtype (CPU fp32, CUDA fp16).
 struct KvCacheLayer {
   Tensor k;  // [n_pages * page_size, n_kv_heads * head_dim]
   Tensor v;
@@ -75,15 +88,19 @@ struct GdnParams {
   int32_t conv_dim() const { return 2 * n_k_heads * head_k_dim + n_v_heads * head_v_dim; }
 };
 struct GdnWeights {
-  Tensor conv;         // [conv_dim, conv_kernel]; the last tap multiplies the current token
-  Tensor a_log;        // [1, n_v_heads]
-  Tensor dt_bias;      // [1, n_v_heads]
-  Tensor norm_weight;  // [1, head_v_dim], the plain weight of the gated RMSNorm (no +1)
+  Tensor conv;         // [conv_dim, conv_kernel] fp32; the last tap multiplies the current token
+  Tensor a_log;        // [1, n_v_heads] fp32
+  Tensor dt_bias;      // [1, n_v_heads] fp32
+  Tensor norm_weight;  // [1, head_v_dim] fp32, the plain weight of the gated RMSNorm (no +1)
 };
-// Per-slot recurrent state of one GDN layer.
+// Per-slot recurrent state of one GDN layer, fp32 (layouts in kernels/gdn/gdn.h). The checkpoint tensors hold,
+// for a verify item in slot s, the state after each of its tokens (rows s * max_verify_tokens + t); empty when
+// the runner was configured without speculative verification.
 struct GdnStateLayer {
-  Tensor conv;       // [n_slots, conv_dim * (conv_kernel - 1)]: the last K-1 pre-conv qkv inputs, [channel][tap]
-  Tensor recurrent;  // [n_slots, n_v_heads * head_k_dim * head_v_dim]: S[j][d_k][d_v], fp32
+  Tensor conv;       // [n_slots, conv_dim * (conv_kernel - 1)]
+  Tensor recurrent;  // [n_slots, n_v_heads * head_k_dim * head_v_dim]
+  Tensor conv_ckpt;       // [n_slots * max_verify_tokens, conv_dim * (conv_kernel - 1)]
+  Tensor recurrent_ckpt;  // [n_slots * max_verify_tokens, n_v_heads * head_k_dim * head_v_dim]
 };
 
 // How a GDN mixer processes a multi-token segment; both give the same result up to fp32 rounding.
@@ -93,46 +110,116 @@ enum class GdnMode {
   kChunked,     // the chunked WY form with chunks of 64 (MODEL.md §3)
 };
 
+// The largest step the backend must hold: sizes its step buffers and bounds every begin_step().
+struct StepLimits {
+  int32_t max_tokens = 0;       // token rows per step
+  int32_t max_seqs = 0;         // sequences per step
+  int32_t max_page_refs = 0;    // page-table entries per step, all sequences together
+  int32_t max_bias = 0;         // logit_bias entries per step, all rows together
+  int32_t vocab_size = 0;       // logits rows of the lm_head
+  int32_t n_vocab_real = 0;     // ids >= this are padding and are never sampled
+  int32_t hidden_size = 0;      // width of the hidden states rows may return
+  int32_t n_slots = 0;          // penalty-state slots (one per live sequence)
+};
+
+// What one output row of a step asks for (a row is one token of the step; rows index the step's tokens).
+enum OutputFlags : uint32_t {
+  kOutSample = 1u,    // sample a token with `sampling` (kernels/sampling/sampling.h)
+  kOutLogprobs = 2u,  // with kOutSample: its logprob and sampling.n_top_logprobs alternatives
+  kOutLogits = 4u,    // the full fp32 logits row
+  kOutHidden = 8u,    // the final-normed hidden state (the MTP head's input)
+};
+struct OutputRow {
+  int32_t row = 0;
+  uint32_t flags = 0;
+  kernels::sampling::RowParams sampling;  // slot and flags are filled in by the backend from `row` and `flags`
+};
+
+// Everything a step needs, on the host; begin_step() copies it into backend memory once.
+struct StepBatch {
+  std::vector<int32_t> tokens;              // [T]: every sequence's tokens back to back
+  std::vector<kernels::SeqDesc> seqs;       // row0 / n_tokens / n_past / slot / page_offset / n_prompt / ckpt
+  std::vector<int32_t> page_table;          // flattened; seqs[i].page_offset indexes it
+  std::vector<OutputRow> outputs;           // rows that need outputs, in the order results are returned
+  std::vector<int32_t> bias_ids;            // logit_bias entries; OutputRow::sampling.bias_offset indexes them
+  std::vector<float> bias_values;
+  void clear();
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
+};
+
+// One output row's results (in StepBatch::outputs order).
+struct RowResult {
+  int32_t token = -1;  // kOutSample: the sampled id, -1 when status != kRowOk
+  int32_t status = kernels::sampling::kRowOk;
+  int32_t nan_index = -1;  // status kNanLogits: the first NaN id
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // kOutLogprobs: (id, logprob), descending
+};
+struct StepResult {
+  std::vector<RowResult> rows;
+  std::vector<float> logits;  // [rows with kOutLogits, vocab_size], in output order
+  std::vector<float> hidden;  // [rows with kOutHidden, hidden_size], in output order
+  void clear();
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // The dtype linear layers read (CPU fp32, CUDA fp16): the model allocates the normed activations in it.
+  virtual DType activation_dtype() const = 0;
 
-  // Memory. alloc() returns zeroed storage.
-  virtual Tensor alloc(int64_t rows, int64_t cols) = 0;
-  virtual Tensor upload(std::span<const float> host, int64_t rows, int64_t cols) = 0;
-  virtual void download(const Tensor& t, std::span<float> host) = 0;
-  virtual void zero(Tensor& t, int64_t row_begin, int64_t row_end) = 0;
-  virtual Result<std::unique_ptr<PreparedLinear>> prepare_linear(const LinearWeight& w) = 0;
+  // Memory owned by the backend until it is destroyed; zeroed. `what` names it in errors.
+  virtual Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) = 0;
+  // Small fp32 parameters (norm weights, conv taps, A_log): [rows, cols].
+  virtual Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) = 0;
+  // A linear weight from one or several checkpoint tensors sharing k (concatenated rows, see PreparedLinear).
+  virtual Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
+                                                                 std::string_view what) = 0;
+  // Sizes the step buffers and the penalty state; called once before the first step.
+  virtual Status configure(const StepLimits& limits) = 0;
+  // Zeroes a slot's sampling penalty state (a new sequence; its prompt is counted as it is computed).
+  virtual Status reset_sampling_slot(int32_t slot) = 0;
+  // Zeroes rows [row_begin, row_end) of t.
+  virtual void zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) = 0;
 
-  // out[i] = table row ids[i] (the embedding as a [vocab, hidden] linear weight, shared with a tied lm_head).
-  virtual void embed(const PreparedLinear& table, std::span<const int32_t> ids, Tensor& out) = 0;
+  // The step: begin_step() uploads the metadata and counts the step's input tokens into the penalty state
+  // (positions below a sequence's n_prompt as prompt tokens, the others as generated ones); the ops run;
+  // end_step() waits for the device, copies the outputs into `result` and returns the first error of the step.
+  virtual Status begin_step(const StepBatch& batch) = 0;
+  virtual Status end_step(StepResult& result) = 0;
+
+  // out[i] = table row tokens[i] for the step's T tokens (the embedding as a [vocab, hidden] linear weight, shared
+  // with a tied lm_head). out: [T, hidden] fp32.
+  virtual void embed(const PreparedLinear& table, Tensor& out) = 0;
   // out = x / sqrt(mean(x^2) + eps) * w, per row. `w` already holds (1 + w) for the zero-centred norms.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
-  // residual += x; out = rms_norm(residual) (the pre-norm decoder layer's add-then-norm).
+  // residual += x; out = rms_norm(residual) (a decoder layer's add fused with the next norm).
   virtual void rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) = 0;
-  // out = x W^T for the first x.rows rows; out is [x.rows, n].
+  // out = x W^T for x's rows; out is [x.rows, n] fp32.
   virtual void linear(const PreparedLinear& w, const Tensor& x, Tensor& out) = 0;
-  // out[r] = x[rows[r]]
-  virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) = 0;
   // out = silu(gate) * up, elementwise.
   virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) = 0;
-  // residual += x
-  virtual void add(const Tensor& x, Tensor& residual) = 0;
+  // out[i] = x[outputs[i].row] for the step's output rows.
+  virtual void gather_output_rows(const Tensor& x, Tensor& out) = 0;
 
-  // Gated attention after the projections. qg: q_proj output [T, n_heads * 2 * head_dim] (per head [query|gate]);
-  // k, v: [T, n_kv_heads * head_dim]. Writes each token's normed, rotated key and its value into the cache, attends
-  // causally over the sequence's cached positions, and writes o * sigmoid(gate) to out [T, n_heads * head_dim].
+  // Gated attention after the projections (kernels/attention/attention.h) over the step's sequences. qg: q_proj
+  // output [T, n_heads * 2 * head_dim] (per head [query|gate]); k, v: [T, n_kv_heads * head_dim]; out
+  // [T, n_heads * head_dim] in activation_dtype().
   virtual void gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg,
-                               const Tensor& k, const Tensor& v, std::span<const SeqSegment> segs,
-                               KvCacheLayer& cache, Tensor& out) = 0;
-
-  // Gated DeltaNet after the projections. qkv: in_proj_qkv output [T, conv_dim]; z: [T, n_v_heads * head_v_dim];
-  // b, a: [T, n_v_heads]. Runs the causal conv + SiLU (continuing the slot's conv state), the L2 norms, the
-  // delta rule (continuing the slot's recurrent state) and the gated RMSNorm; out is [T, n_v_heads * head_v_dim].
+                               const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) = 0;
+  // Gated DeltaNet after the projections (kernels/gdn/gdn.h) over the step's sequences. qkv [T, conv_dim]; z
+  // [T, n_v_heads * head_v_dim]; b, a [T, n_v_heads]; out [T, n_v_heads * head_v_dim] in activation_dtype().
   virtual void gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
-                         const Tensor& b, const Tensor& a, std::span<const SeqSegment> segs, GdnStateLayer& state,
-                         Tensor& out) = 0;
+                         const Tensor& b, const Tensor& a, GdnStateLayer& state, Tensor& out) = 0;
+  // Between steps, after a verify step: copies checkpoint (slot, index) into the slot's state (kernels::gdn::commit).
+  virtual Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) = 0;
+
+  // hidden [n_outputs, hidden] (the final-normed rows of the step's outputs, in output order): computes the logits
+  // of every output row through `head`, then per row samples / reports logprobs / keeps the logits / keeps the
+  // hidden state as its flags ask. logits_ws is a [>= 1, vocab] fp32 workspace; rows are processed in chunks of
+  // its height.
+  virtual void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) = 0;
 };
 
 struct CpuBackendOptions {

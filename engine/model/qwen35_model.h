@@ -1,12 +1,13 @@
 // Qwen35Model: the Qwen3.5/3.6/3.8 hybrid text model's forward pass (MODEL.md §2), written once against Backend:
-// embedding, pre-norm decoder layers (Gated DeltaNet or gated full attention, then SwiGLU), final norm, lm_head.
+// embedding, pre-norm decoder layers (Gated DeltaNet or gated full attention, then SwiGLU) with each layer's final
+// add fused into the next norm, final norm, lm_head and sampling for the step's output rows. Activations live in a
+// workspace sized once for the largest step (configure()), so a step's tensors are the same views every time.
 // Tested against transformers' logits and greedy continuations in tests/golden/qwen35_golden_test.cpp.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <memory>
-#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -16,13 +17,27 @@
 
 namespace voltserve {
 
-// Sequence state of every layer: paged KV for the full-attention layers, conv + recurrent slots for the GDN ones.
+// Sequence state of every layer: paged KV for the full-attention layers, conv + recurrent slots (and, for
+// speculative verification, per-token checkpoints) for the GDN ones.
 struct Qwen35Cache {
   int32_t page_size = 16;
   int32_t n_pages = 0;
   int32_t n_slots = 0;
+  int32_t max_verify_tokens = 0;
   std::vector<KvCacheLayer> kv;    // one per layer (empty tensors for GDN layers)
   std::vector<GdnStateLayer> gdn;  // one per layer (empty tensors for attention layers)
+};
+
+// The step the model must hold (its workspace and the backend's step buffers).
+struct ModelStepLimits {
+  int32_t max_tokens = 256;     // token rows per step
+  int32_t max_seqs = 16;        // sequences per step
+  int32_t max_page_refs = 0;    // page-table entries per step
+  int32_t max_bias = 0;         // logit_bias entries per step
+  int32_t logits_rows = 0;      // rows of the lm_head's logits workspace (outputs are processed in such chunks);
+                                // 0: max_tokens
+  int32_t n_slots = 1;
+  int32_t n_vocab_real = 0;
 };
 
 class Qwen35Model {
@@ -33,29 +48,48 @@ class Qwen35Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }
 
-  Qwen35Cache alloc_cache(int32_t page_size, int32_t n_pages, int32_t n_slots) const;
-  // Zeroes the conv and recurrent state of `slot` in every GDN layer.
-  void reset_slot(Qwen35Cache& cache, int32_t slot) const;
+  // Allocates the workspace and the backend's step buffers for steps within `limits` (once).
+  Status configure(const ModelStepLimits& limits);
+  const ModelStepLimits& limits() const { return limits_; }
 
-  // One batched step. `tokens` holds every segment's tokens back to back (segment s covers rows
-  // [segs[s].row0, segs[s].row0 + segs[s].n_tokens)); inputs are assumed validated by the caller (the runner).
-  // `logit_rows` picks rows of `tokens` whose logits are returned: logits is resized to
-  // [logit_rows.size(), vocab_size].
-  Status forward(std::span<const int32_t> tokens, std::span<const SeqSegment> segs, Qwen35Cache& cache,
-                 std::span<const int32_t> logit_rows, std::vector<float>& logits) const;
+  Result<Qwen35Cache> alloc_cache(int32_t page_size, int32_t n_pages, int32_t n_slots,
+                                  int32_t max_verify_tokens) const;
+  // Zeroes the conv and recurrent state of `slot` in every GDN layer and its sampling penalty state.
+  Status reset_slot(Qwen35Cache& cache, int32_t slot) const;
+  // Keeps the GDN state after token `index` of the slot's last verify item (checkpoint -> state, every layer).
+  Status commit(Qwen35Cache& cache, int32_t slot, int32_t index) const;
+
+  // One batched step; the batch is assumed valid (the runner checks it).
+  Status forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
 
  private:
   Qwen35Model() = default;
-  void attention_mixer(const Qwen35Layer& layer, size_t index, const Tensor& x, std::span<const SeqSegment> segs,
-                       Qwen35Cache& cache, Tensor& out) const;
-  void gdn_mixer(const Qwen35Layer& layer, size_t index, const Tensor& x, std::span<const SeqSegment> segs,
-                 Qwen35Cache& cache, Tensor& out) const;
+  // The activations of one step: views of the workspace's first T rows.
+  struct Activations {
+    Tensor residual;   // [T, hidden] fp32, the residual stream h
+    Tensor normed;     // [T, hidden] act, the input of the next linear
+    Tensor mixed;      // [T, hidden] fp32, a mixer's or the MLP's output
+    Tensor attn_proj;  // [T, q_rows + 2 kv_rows] fp32
+    Tensor attn_out;   // [T, n_heads * head_dim] act
+    Tensor gdn_proj;   // [T, conv_dim + v_dim + 2 n_v_heads] fp32
+    Tensor gdn_out;    // [T, v_dim] act
+    Tensor gate_up;    // [T, 2 intermediate] fp32
+    Tensor mlp_act;    // [T, intermediate] act
+    Tensor hidden;     // [n_outputs, hidden] act, the final-normed output rows
+    Tensor logits;     // [logits_rows, vocab] fp32
+  };
+  Activations activations(int64_t n_tokens, int64_t n_outputs) const;
+  void attention_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
+  void gdn_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
 
   ModelConfig config_;
   Backend* backend_ = nullptr;
   Qwen35Weights weights_;
   AttentionParams attn_params_;
   GdnParams gdn_params_;
+  ModelStepLimits limits_;
+  bool configured_ = false;
+  Activations workspace_;  // sized for limits_.max_tokens rows
 };
 
 }  // namespace voltserve

@@ -1,44 +1,67 @@
-// Qwen35Runner: step validation and the SeqStep -> SeqSegment mapping; the math is in Qwen35Model.
+// Qwen35Runner: step validation and the StepRequest -> StepBatch layout; the math is in Qwen35Model.
 #include "model/qwen35_runner.h"
 
 #include <algorithm>
 #include <set>
 
+#include "backend/backend_factory.h"
+
 namespace voltserve {
 
-Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const std::filesystem::path& model_dir,
-                                                         const RunnerOptions& options) {
-  if (options.backend != "cpu" && options.backend != "auto") {
-    return unimplemented("backend '" + options.backend + "' is not available (this build has: cpu)");
-  }
-  if (options.page_size <= 0 || options.n_slots <= 0 || options.max_context < 0 || options.n_pages < 0) {
+namespace {
+
+// logit_bias entries one request may carry (OpenAI documents up to 300).
+constexpr int32_t kMaxBiasPerRow = 1024;
+
+}  // namespace
+
+Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& options) {
+  const ModelOptions& mo = options.model;
+  if (mo.page_size <= 0 || mo.n_slots <= 0 || mo.max_context < 0 || mo.n_pages < 0) {
     return invalid_argument("runner options: page_size and n_slots must be > 0, max_context and n_pages >= 0");
   }
+  if (options.max_step_tokens < 1 || options.max_verify_tokens < 0 || options.logits_rows < 0) {
+    return invalid_argument("runner options: max_step_tokens must be >= 1, max_verify_tokens and logits_rows >= 0");
+  }
   std::unique_ptr<Qwen35Runner> r(new Qwen35Runner());
-  CpuBackendOptions cpu;
-  cpu.n_threads = options.n_threads;
-  cpu.gdn_mode = options.gdn_mode;
-  r->backend_ = make_cpu_backend(cpu);
-  VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(model_dir, *r->backend_));
+  BackendOptions bo;
+  bo.n_threads = mo.n_threads;
+  bo.gdn_mode = options.gdn_mode;
+  VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
+  VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(mo.model_dir, *r->backend_));
   const ModelConfig& c = r->model_->config();
 
-  int64_t context = options.max_context > 0 ? options.max_context : std::min<int64_t>(8192, c.max_position_embeddings);
+  int64_t context = mo.max_context > 0 ? mo.max_context : std::min<int64_t>(8192, c.max_position_embeddings);
   if (context <= 0) context = 8192;
-  const int32_t pages_per_seq = static_cast<int32_t>((context + options.page_size - 1) / options.page_size);
-  r->geometry_.page_size = options.page_size;
-  r->geometry_.n_slots = options.n_slots;
-  r->geometry_.n_pages = options.n_pages > 0 ? options.n_pages : pages_per_seq * options.n_slots;
-  r->cache_ = r->model_->alloc_cache(r->geometry_.page_size, r->geometry_.n_pages, r->geometry_.n_slots);
+  const int32_t pages_per_seq = static_cast<int32_t>((context + mo.page_size - 1) / mo.page_size);
+  r->geometry_.page_size = mo.page_size;
+  r->geometry_.n_slots = mo.n_slots;
+  r->geometry_.n_pages = mo.n_pages > 0 ? mo.n_pages : pages_per_seq * mo.n_slots;
+  r->geometry_.max_verify_tokens = options.max_verify_tokens;
+  r->capacity_.max_tokens = options.max_step_tokens;
+  VS_ASSIGN_OR_RETURN(r->cache_, r->model_->alloc_cache(r->geometry_.page_size, r->geometry_.n_pages,
+                                                        r->geometry_.n_slots, options.max_verify_tokens));
 
-  r->info_.name = std::filesystem::path(model_dir).lexically_normal().filename().string();
-  if (r->info_.name.empty()) r->info_.name = std::filesystem::path(model_dir).parent_path().filename().string();
+  r->info_.name = std::filesystem::path(mo.model_dir).lexically_normal().filename().string();
+  if (r->info_.name.empty()) r->info_.name = std::filesystem::path(mo.model_dir).parent_path().filename().string();
   r->info_.vocab_size = static_cast<int32_t>(c.vocab_size);
   r->info_.n_vocab_real = static_cast<int32_t>(c.vocab_size);
-  if (options.n_vocab_real > 0 && options.n_vocab_real < r->info_.n_vocab_real) {
-    r->info_.n_vocab_real = options.n_vocab_real;
-  }
+  if (mo.n_vocab_real > 0 && mo.n_vocab_real < r->info_.n_vocab_real) r->info_.n_vocab_real = mo.n_vocab_real;
   r->info_.context_length = static_cast<int32_t>(context);
+  r->info_.hidden_size = static_cast<int32_t>(c.hidden_size);
   r->info_.eos_token_ids = c.eos_token_ids;
+  r->info_.backend = r->backend_->name();
+
+  ModelStepLimits limits;
+  limits.max_tokens = options.max_step_tokens;
+  limits.max_seqs = mo.n_slots;
+  limits.max_page_refs = std::min<int32_t>(pages_per_seq, r->geometry_.n_pages) * mo.n_slots;
+  limits.max_bias = kMaxBiasPerRow * mo.n_slots;
+  limits.logits_rows = options.logits_rows;
+  limits.n_slots = mo.n_slots;
+  limits.n_vocab_real = r->info_.n_vocab_real;
+  VS_RETURN_IF_ERROR(r->model_->configure(limits));
+  r->verify_tokens_.assign(static_cast<size_t>(mo.n_slots), 0);
   return r;
 }
 
@@ -47,15 +70,22 @@ Status Qwen35Runner::reset_slot(int32_t slot) {
     return out_of_range("slot " + std::to_string(slot) + " is outside [0, " + std::to_string(geometry_.n_slots) +
                         ")");
   }
-  model_->reset_slot(cache_, slot);
-  return Status::ok();
+  verify_tokens_[static_cast<size_t>(slot)] = 0;
+  return model_->reset_slot(cache_, slot);
 }
 
-Status Qwen35Runner::build_segments(std::span<const SeqStep> steps, std::vector<int32_t>& tokens,
-                                    std::vector<SeqSegment>& segs) const {
+Status Qwen35Runner::build_batch(const StepRequest& request) {
+  StepBatch& b = batch_;
+  b.clear();
   std::set<int32_t> slots;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const SeqStep& s = steps[i];
+  int64_t n_tokens = 0;
+  for (const SeqStep& s : request.seqs) n_tokens += static_cast<int64_t>(s.tokens.size());
+  if (n_tokens > capacity_.max_tokens) {
+    return out_of_range("the step has " + std::to_string(n_tokens) + " tokens, more than the runner's " +
+                        std::to_string(capacity_.max_tokens) + " per step");
+  }
+  for (size_t i = 0; i < request.seqs.size(); ++i) {
+    const SeqStep& s = request.seqs[i];
     const std::string where = "step " + std::to_string(i) + ": ";
     if (s.tokens.empty()) return invalid_argument(where + "has no tokens");
     if (s.slot < 0 || s.slot >= geometry_.n_slots) {
@@ -65,11 +95,16 @@ Status Qwen35Runner::build_segments(std::span<const SeqStep> steps, std::vector<
     if (!slots.insert(s.slot).second) {
       return invalid_argument(where + "slot " + std::to_string(s.slot) + " appears in two steps");
     }
-    if (s.n_past < 0) return invalid_argument(where + "n_past is negative");
+    if (s.n_past < 0 || s.n_prompt < 0) return invalid_argument(where + "n_past and n_prompt must be >= 0");
     const int64_t end = static_cast<int64_t>(s.n_past) + static_cast<int64_t>(s.tokens.size());
     if (end > info_.context_length) {
       return out_of_range(where + "positions up to " + std::to_string(end) + " exceed the context length " +
                           std::to_string(info_.context_length));
+    }
+    if (s.verify && static_cast<int32_t>(s.tokens.size()) > geometry_.max_verify_tokens) {
+      return invalid_argument(where + "a verify item of " + std::to_string(s.tokens.size()) +
+                              " tokens; the runner keeps checkpoints for " +
+                              std::to_string(geometry_.max_verify_tokens));
     }
     const int64_t pages_needed = (end + geometry_.page_size - 1) / geometry_.page_size;
     if (static_cast<int64_t>(s.page_table.size()) < pages_needed) {
@@ -77,12 +112,21 @@ Status Qwen35Runner::build_segments(std::span<const SeqStep> steps, std::vector<
                               " pages, positions [0, " + std::to_string(end) + ") need " +
                               std::to_string(pages_needed));
     }
+    kernels::SeqDesc d;
+    d.row0 = b.n_tokens();
+    d.n_tokens = static_cast<int32_t>(s.tokens.size());
+    d.n_past = s.n_past;
+    d.slot = s.slot;
+    d.page_offset = static_cast<int32_t>(b.page_table.size());
+    d.n_prompt = s.n_prompt;
+    d.ckpt = s.verify ? s.slot : -1;  // checkpoint set = slot (Qwen35Model::alloc_cache)
     for (int64_t p = 0; p < pages_needed; ++p) {
       const int32_t page = s.page_table[static_cast<size_t>(p)];
       if (page < 0 || page >= geometry_.n_pages) {
         return out_of_range(where + "page " + std::to_string(page) + " is outside [0, " +
                             std::to_string(geometry_.n_pages) + ")");
       }
+      b.page_table.push_back(page);
     }
     for (int32_t t : s.tokens) {
       if (t < 0 || t >= info_.vocab_size) {
@@ -90,49 +134,77 @@ Status Qwen35Runner::build_segments(std::span<const SeqStep> steps, std::vector<
                                 std::to_string(info_.vocab_size) + ")");
       }
     }
-    SeqSegment seg;
-    seg.row0 = static_cast<int32_t>(tokens.size());
-    seg.n_tokens = static_cast<int32_t>(s.tokens.size());
-    seg.n_past = s.n_past;
-    seg.slot = s.slot;
-    seg.page_table = s.page_table;
-    segs.push_back(seg);
-    tokens.insert(tokens.end(), s.tokens.begin(), s.tokens.end());
+    b.seqs.push_back(d);
+    b.tokens.insert(b.tokens.end(), s.tokens.begin(), s.tokens.end());
+  }
+  const std::pair<int32_t, float>* last_bias = nullptr;
+  int32_t last_offset = 0, last_count = 0;
+  for (size_t i = 0; i < request.outputs.size(); ++i) {
+    const RowRequest& o = request.outputs[i];
+    const std::string where = "output " + std::to_string(i) + ": ";
+    if (o.seq < 0 || o.seq >= static_cast<int32_t>(b.seqs.size())) {
+      return out_of_range(where + "sequence " + std::to_string(o.seq) + " is not in the step");
+    }
+    const kernels::SeqDesc& d = b.seqs[static_cast<size_t>(o.seq)];
+    if (o.token_index < 0 || o.token_index >= d.n_tokens) {
+      return out_of_range(where + "token " + std::to_string(o.token_index) + " outside the sequence's " +
+                          std::to_string(d.n_tokens) + " tokens");
+    }
+    if ((o.flags & ~uint32_t{kOutSample | kOutLogprobs | kOutLogits | kOutHidden}) != 0 || o.flags == 0) {
+      return invalid_argument(where + "bad output flags " + std::to_string(o.flags));
+    }
+    if (o.sampling.n_top_logprobs < 0 || o.sampling.n_top_logprobs > kernels::sampling::kMaxTopLogprobs) {
+      return invalid_argument(where + "n_top_logprobs must be in [0, 20]");
+    }
+    if (static_cast<int32_t>(o.logit_bias.size()) > kMaxBiasPerRow) {
+      return invalid_argument(where + "more than " + std::to_string(kMaxBiasPerRow) + " logit_bias entries");
+    }
+    OutputRow row;
+    row.row = d.row0 + o.token_index;
+    row.flags = o.flags;
+    row.sampling = o.sampling;
+    if (!o.logit_bias.empty() && o.logit_bias.data() == last_bias) {  // rows of one request share its entries
+      row.sampling.bias_offset = last_offset;
+      row.sampling.bias_count = last_count;
+    } else {
+      row.sampling.bias_offset = static_cast<int32_t>(b.bias_ids.size());
+      row.sampling.bias_count = static_cast<int32_t>(o.logit_bias.size());
+      for (const auto& [id, bias] : o.logit_bias) {
+        b.bias_ids.push_back(id);
+        b.bias_values.push_back(bias);
+      }
+      last_bias = o.logit_bias.data();
+      last_offset = row.sampling.bias_offset;
+      last_count = row.sampling.bias_count;
+    }
+    b.outputs.push_back(row);
   }
   return Status::ok();
 }
 
-Status Qwen35Runner::forward(std::span<const SeqStep> steps, std::vector<float>& logits) {
-  std::vector<int32_t> rows;
-  int32_t row = 0;
-  for (const SeqStep& s : steps) {
-    row += static_cast<int32_t>(s.tokens.size());
-    if (s.need_logits) rows.push_back(row - 1);
-  }
-  return forward_rows(steps, rows, logits);
+Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
+  result.clear();
+  VS_RETURN_IF_ERROR(build_batch(request));
+  if (batch_.tokens.empty()) return Status::ok();
+  VS_RETURN_IF_ERROR(model_->forward(batch_, cache_, result));
+  for (const kernels::SeqDesc& d : batch_.seqs) verify_tokens_[static_cast<size_t>(d.slot)] = d.ckpt >= 0 ? d.n_tokens : 0;
+  return Status::ok();
 }
 
-Status Qwen35Runner::forward_rows(std::span<const SeqStep> steps, std::span<const int32_t> rows,
-                                  std::vector<float>& logits) {
-  std::vector<int32_t> tokens;
-  std::vector<SeqSegment> segs;
-  VS_RETURN_IF_ERROR(build_segments(steps, tokens, segs));
-  for (int32_t r : rows) {
-    if (r < 0 || r >= static_cast<int32_t>(tokens.size())) {
-      return out_of_range("logit row " + std::to_string(r) + " is outside the step's " +
-                          std::to_string(tokens.size()) + " tokens");
-    }
+Status Qwen35Runner::commit(int32_t slot, int32_t n_keep) {
+  if (slot < 0 || slot >= geometry_.n_slots) return out_of_range("commit: slot " + std::to_string(slot));
+  const int32_t n = verify_tokens_[static_cast<size_t>(slot)];
+  if (n == 0) return invalid_argument("commit: slot " + std::to_string(slot) + " has no verify item to commit");
+  if (n_keep < 1 || n_keep > n) {
+    return invalid_argument("commit: n_keep " + std::to_string(n_keep) + " outside [1, " + std::to_string(n) + "]");
   }
-  if (tokens.empty()) {
-    logits.clear();
-    return Status::ok();
-  }
-  return model_->forward(tokens, segs, cache_, rows, logits);
+  verify_tokens_[static_cast<size_t>(slot)] = 0;
+  if (n_keep == n) return Status::ok();  // the state already advanced over every token
+  return model_->commit(cache_, slot, n_keep - 1);
 }
 
-Result<std::unique_ptr<ModelRunner>> load_model_runner(const std::filesystem::path& model_dir,
-                                                       const RunnerOptions& options) {
-  VS_ASSIGN_OR_RETURN(auto runner, Qwen35Runner::load(model_dir, options));
+Result<std::unique_ptr<ModelRunner>> load_model_runner(const RunnerOptions& options) {
+  VS_ASSIGN_OR_RETURN(auto runner, Qwen35Runner::load(options));
   return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 

@@ -9,14 +9,28 @@
 namespace voltserve {
 namespace {
 
+struct LinearPart {
+  std::string module;
+  int64_t n;
+};
+
 class Loader {
  public:
   Loader(const Checkpoint& ckpt, const ModelConfig& cfg, Backend& backend)
       : ckpt_(ckpt), cfg_(cfg), backend_(backend) {}
 
-  Result<std::unique_ptr<PreparedLinear>> linear(const std::string& module, int64_t n, int64_t k) {
-    VS_ASSIGN_OR_RETURN(LinearWeight w, load_linear(ckpt_, cfg_, module, n, k));
-    return backend_.prepare_linear(w);
+  // One backend weight from one or several modules that share k (their rows concatenated in order).
+  Result<std::unique_ptr<PreparedLinear>> linear(std::initializer_list<LinearPart> parts, int64_t k) {
+    std::vector<LinearWeight> weights;
+    std::vector<kernels::HostWeightRef> refs;
+    std::string what;
+    for (const LinearPart& p : parts) {
+      VS_ASSIGN_OR_RETURN(LinearWeight w, load_linear(ckpt_, cfg_, p.module, p.n, k));
+      weights.push_back(std::move(w));
+      what += (what.empty() ? "" : " + ") + p.module;
+    }
+    for (const LinearWeight& w : weights) refs.push_back(w.host_ref());  // after the vector stopped moving
+    return backend_.prepare_linear(refs, what);
   }
 
   // A small parameter (any float dtype) of exactly `shape`, as fp32. `plus_one` adds the zero-centred norm's 1.
@@ -33,7 +47,7 @@ class Loader {
     }
     // Rank-1 parameters become one row; the conv weight [channels, 1, K] becomes [channels, K].
     const int64_t rows = want.size() >= 2 ? want[0] : 1;
-    return backend_.upload(values, rows, static_cast<int64_t>(values.size()) / rows);
+    return backend_.upload(values, rows, static_cast<int64_t>(values.size()) / rows, name);
   }
 
  private:
@@ -50,14 +64,14 @@ Result<Qwen35Weights> load_qwen35_weights(const Checkpoint& checkpoint, const Mo
   const std::string& prefix = config.tensor_prefix;
   const int64_t H = config.hidden_size;
   Qwen35Weights w;
-  VS_ASSIGN_OR_RETURN(w.embed, ld.linear(prefix + "embed_tokens", config.vocab_size, H));
+  VS_ASSIGN_OR_RETURN(w.embed, ld.linear({{prefix + "embed_tokens", config.vocab_size}}, H));
   if (!config.tie_word_embeddings) {
     if (!checkpoint.contains(std::string(kLmHeadModule) + ".weight") &&
         !checkpoint.contains(std::string(kLmHeadModule) + ".weight_packed")) {
       return not_found(checkpoint.dir().string() + ": tie_word_embeddings is false but the checkpoint has no " +
                        std::string(kLmHeadModule) + ".weight");
     }
-    VS_ASSIGN_OR_RETURN(w.lm_head, ld.linear(std::string(kLmHeadModule), config.vocab_size, H));
+    VS_ASSIGN_OR_RETURN(w.lm_head, ld.linear({{std::string(kLmHeadModule), config.vocab_size}}, H));
   }
   VS_ASSIGN_OR_RETURN(w.final_norm, ld.vector(prefix + "norm.weight", {H}, /*plus_one=*/true));
 
@@ -69,33 +83,37 @@ Result<Qwen35Weights> load_qwen35_weights(const Checkpoint& checkpoint, const Mo
     VS_ASSIGN_OR_RETURN(L.post_norm, ld.vector(m("post_attention_layernorm.weight"), {H}, true));
     if (L.type == LayerType::kFullAttention) {
       const int64_t hd = config.head_dim, nh = config.n_heads, nkv = config.n_kv_heads;
-      const int64_t q_rows = nh * hd * (config.attn_output_gate ? 2 : 1);
       if (!config.attn_output_gate) {
         return unimplemented(checkpoint.dir().string() + ": attn_output_gate = false is not supported");
       }
-      VS_ASSIGN_OR_RETURN(L.attn.q_proj, ld.linear(m("self_attn.q_proj"), q_rows, H));
-      VS_ASSIGN_OR_RETURN(L.attn.k_proj, ld.linear(m("self_attn.k_proj"), nkv * hd, H));
-      VS_ASSIGN_OR_RETURN(L.attn.v_proj, ld.linear(m("self_attn.v_proj"), nkv * hd, H));
-      VS_ASSIGN_OR_RETURN(L.attn.o_proj, ld.linear(m("self_attn.o_proj"), H, nh * hd));
+      L.attn.q_rows = nh * hd * 2;
+      L.attn.kv_rows = nkv * hd;
+      VS_ASSIGN_OR_RETURN(L.attn.qkv, ld.linear({{m("self_attn.q_proj"), L.attn.q_rows},
+                                                 {m("self_attn.k_proj"), L.attn.kv_rows},
+                                                 {m("self_attn.v_proj"), L.attn.kv_rows}},
+                                                H));
+      VS_ASSIGN_OR_RETURN(L.attn.o_proj, ld.linear({{m("self_attn.o_proj"), H}}, nh * hd));
       VS_ASSIGN_OR_RETURN(L.attn.norms.q_norm, ld.vector(m("self_attn.q_norm.weight"), {hd}, true));
       VS_ASSIGN_OR_RETURN(L.attn.norms.k_norm, ld.vector(m("self_attn.k_norm.weight"), {hd}, true));
     } else {
       const int64_t conv_dim = config.linear_conv_dim(), vdim = config.linear_value_dim();
       const int64_t nv = config.linear_n_value_heads, K = config.linear_conv_kernel_dim;
-      VS_ASSIGN_OR_RETURN(L.gdn.in_proj_qkv, ld.linear(m("linear_attn.in_proj_qkv"), conv_dim, H));
-      VS_ASSIGN_OR_RETURN(L.gdn.in_proj_z, ld.linear(m("linear_attn.in_proj_z"), vdim, H));
-      VS_ASSIGN_OR_RETURN(L.gdn.in_proj_b, ld.linear(m("linear_attn.in_proj_b"), nv, H));
-      VS_ASSIGN_OR_RETURN(L.gdn.in_proj_a, ld.linear(m("linear_attn.in_proj_a"), nv, H));
-      VS_ASSIGN_OR_RETURN(L.gdn.out_proj, ld.linear(m("linear_attn.out_proj"), H, vdim));
+      VS_ASSIGN_OR_RETURN(L.gdn.in_proj, ld.linear({{m("linear_attn.in_proj_qkv"), conv_dim},
+                                                    {m("linear_attn.in_proj_z"), vdim},
+                                                    {m("linear_attn.in_proj_b"), nv},
+                                                    {m("linear_attn.in_proj_a"), nv}},
+                                                   H));
+      VS_ASSIGN_OR_RETURN(L.gdn.out_proj, ld.linear({{m("linear_attn.out_proj"), H}}, vdim));
       VS_ASSIGN_OR_RETURN(L.gdn.w.conv, ld.vector(m("linear_attn.conv1d.weight"), {conv_dim, 1, K}));
       VS_ASSIGN_OR_RETURN(L.gdn.w.a_log, ld.vector(m("linear_attn.A_log"), {nv}));
       VS_ASSIGN_OR_RETURN(L.gdn.w.dt_bias, ld.vector(m("linear_attn.dt_bias"), {nv}));
       VS_ASSIGN_OR_RETURN(L.gdn.w.norm_weight,
                           ld.vector(m("linear_attn.norm.weight"), {config.linear_value_head_dim}));
     }
-    VS_ASSIGN_OR_RETURN(L.gate_proj, ld.linear(m("mlp.gate_proj"), config.intermediate_size, H));
-    VS_ASSIGN_OR_RETURN(L.up_proj, ld.linear(m("mlp.up_proj"), config.intermediate_size, H));
-    VS_ASSIGN_OR_RETURN(L.down_proj, ld.linear(m("mlp.down_proj"), H, config.intermediate_size));
+    VS_ASSIGN_OR_RETURN(L.gate_up, ld.linear({{m("mlp.gate_proj"), config.intermediate_size},
+                                              {m("mlp.up_proj"), config.intermediate_size}},
+                                             H));
+    VS_ASSIGN_OR_RETURN(L.down_proj, ld.linear({{m("mlp.down_proj"), H}}, config.intermediate_size));
     w.layers.push_back(std::move(L));
   }
   return w;

@@ -1,5 +1,6 @@
 // Qwen35Weights: every tensor of the Qwen3.5 text model, loaded from a Checkpoint into a Backend (MODEL.md §5.1):
-// linear layers in their checkpoint format via load_linear(), the zero-centred norms with their "+1" added here
+// linear layers in their checkpoint format via load_linear(), projections that read the same input merged into one
+// backend weight (attention q|k|v, GDN qkv|z|b|a, MLP gate|up), the zero-centred norms with their "+1" added here
 // (never for the plain-weight GDN gated norm), conv1d reshaped to [channels, K]. Tested through tests/golden.
 #pragma once
 
@@ -14,19 +15,18 @@
 namespace voltserve {
 
 struct Qwen35AttentionLayer {
-  std::unique_ptr<PreparedLinear> q_proj;  // [n_heads * 2 * head_dim, hidden]: per head [query | gate]
-  std::unique_ptr<PreparedLinear> k_proj;  // [n_kv_heads * head_dim, hidden]
-  std::unique_ptr<PreparedLinear> v_proj;
+  // [q_proj | k_proj | v_proj]: q_rows = n_heads * 2 * head_dim (per head [query | gate]), then 2 x kv_rows.
+  std::unique_ptr<PreparedLinear> qkv;
+  int64_t q_rows = 0;
+  int64_t kv_rows = 0;                     // n_kv_heads * head_dim
   std::unique_ptr<PreparedLinear> o_proj;  // [hidden, n_heads * head_dim]
   AttentionWeights norms;                  // q_norm / k_norm, (1 + w)
 };
 
 struct Qwen35GdnLayer {
-  std::unique_ptr<PreparedLinear> in_proj_qkv;  // [conv_dim, hidden]: [q | k | v], head-major
-  std::unique_ptr<PreparedLinear> in_proj_z;    // [n_v_heads * head_v_dim, hidden]
-  std::unique_ptr<PreparedLinear> in_proj_b;    // [n_v_heads, hidden]
-  std::unique_ptr<PreparedLinear> in_proj_a;    // [n_v_heads, hidden]
-  std::unique_ptr<PreparedLinear> out_proj;     // [hidden, n_v_heads * head_v_dim]
+  // [in_proj_qkv | in_proj_z | in_proj_b | in_proj_a]: conv_dim, n_v_heads * head_v_dim, n_v_heads, n_v_heads rows.
+  std::unique_ptr<PreparedLinear> in_proj;
+  std::unique_ptr<PreparedLinear> out_proj;  // [hidden, n_v_heads * head_v_dim]
   GdnWeights w;
 };
 
@@ -36,8 +36,7 @@ struct Qwen35Layer {
   Tensor post_norm;   // [1, hidden], (1 + w)
   Qwen35AttentionLayer attn;  // full-attention layers
   Qwen35GdnLayer gdn;         // linear-attention layers
-  std::unique_ptr<PreparedLinear> gate_proj;  // [intermediate, hidden]
-  std::unique_ptr<PreparedLinear> up_proj;
+  std::unique_ptr<PreparedLinear> gate_up;    // [gate_proj | up_proj]: 2 x intermediate rows
   std::unique_ptr<PreparedLinear> down_proj;  // [hidden, intermediate]
 };
 

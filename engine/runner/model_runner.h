@@ -1,39 +1,60 @@
-// The contract between the engine (scheduler, sampler) and a model implementation: run the tokens the
-// scheduler planned against paged KV memory and recurrent-state slots, return logits.
-// Implemented by the model over a Backend (CPU now, CUDA later) and by a fake in the scheduler tests.
+// The contract between the engine (scheduler, request loop) and a model implementation: compute the tokens the
+// scheduler planned against paged KV memory and recurrent-state slots, and return, for any set of rows, what each
+// asks for — a sampled id (sampled by the runner's backend, on the device where there is one), logprobs, the full
+// logits, the final-normed hidden state. A verify item (speculative decoding) keeps the recurrent state after each
+// of its tokens so that commit() can keep fewer of them than were computed. Implemented by the Qwen3.5 runner over
+// a Backend (model/qwen35_runner.h) and by a fake in the scheduler tests (tests/support/fake_runner.h).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backend/backend.h"
+#include "voltserve/model_info.h"
 #include "voltserve/status.h"
 
 namespace voltserve {
-
-struct ModelInfo {
-  std::string name;
-  int32_t vocab_size = 0;          // rows of the logits (may include padding rows)
-  int32_t n_vocab_real = 0;        // ids >= this are padding and are never sampled
-  int32_t context_length = 0;      // max positions per sequence
-  std::vector<int32_t> eos_token_ids;
-};
 
 // Cache memory the runner allocated; the engine's allocator hands out page and slot numbers in these ranges.
 struct CacheGeometry {
   int32_t page_size = 16;  // tokens per KV page
   int32_t n_pages = 0;     // KV pages for the full-attention layers (shared by all sequences)
   int32_t n_slots = 0;     // recurrent-state slots (conv + delta-rule state), one per live sequence
+  int32_t max_verify_tokens = 0;  // tokens a verify item may hold (0: no speculative verification)
+};
+
+// The runner's limits on one step (StepRequest); the engine plans within them.
+struct StepCapacity {
+  int32_t max_tokens = 0;  // tokens per step, all sequences together
 };
 
 // One sequence's share of a step: compute `tokens` at positions n_past .. n_past + tokens.size() - 1.
 struct SeqStep {
-  int32_t slot = -1;                     // recurrent-state slot of this sequence
-  std::span<const int32_t> page_table;   // KV page numbers; covers positions [0, n_past + tokens.size())
-  int32_t n_past = 0;                    // tokens already in the cache for this sequence
+  int32_t slot = -1;                    // recurrent-state slot of this sequence
+  std::span<const int32_t> page_table;  // KV page numbers; covers positions [0, n_past + tokens.size())
+  int32_t n_past = 0;                   // tokens already in the cache for this sequence
   std::span<const int32_t> tokens;
-  bool need_logits = false;              // return the logits of the last token
+  int32_t n_prompt = 0;                 // the sequence's prompt length (later positions are generated tokens)
+  bool verify = false;                  // keep the state after each token for commit(); <= max_verify_tokens
+};
+
+// One output row: token `token_index` of step `seq`.
+struct RowRequest {
+  int32_t seq = 0;
+  int32_t token_index = 0;
+  uint32_t flags = 0;  // OutputFlags (backend/backend.h)
+  // With kOutSample: the request's parameters, seed and draw index (slot, flags and bias_* are filled in by the
+  // runner), and its logit_bias entries.
+  kernels::sampling::RowParams sampling;
+  std::span<const std::pair<int32_t, float>> logit_bias;
+};
+
+struct StepRequest {
+  std::span<const SeqStep> seqs;
+  std::span<const RowRequest> outputs;
 };
 
 class ModelRunner {
@@ -41,10 +62,16 @@ class ModelRunner {
   virtual ~ModelRunner() = default;
   virtual const ModelInfo& info() const = 0;
   virtual CacheGeometry geometry() const = 0;
-  // Zeroes the recurrent state of a slot (a new sequence starts with zero conv and delta-rule state).
+  virtual StepCapacity capacity() const = 0;
+  // Zeroes a slot's recurrent state and sampling penalty state (a new sequence).
   virtual Status reset_slot(int32_t slot) = 0;
-  // Runs one step. `logits` is resized to [n_steps_with_need_logits × vocab_size], in the order of `steps`.
-  virtual Status forward(std::span<const SeqStep> steps, std::vector<float>& logits) = 0;
+  // Runs one step. result.rows[i] answers request.outputs[i]; result.logits and result.hidden hold the rows that
+  // asked for them, in output order.
+  virtual Status step(const StepRequest& request, StepResult& result) = 0;
+  // After a step with a verify item in `slot`: keep the state after its first n_keep tokens (1 <= n_keep <= its
+  // token count). The attention KV of the dropped positions is simply overwritten later; the caller sets the
+  // sequence's n_past to the kept length.
+  virtual Status commit(int32_t slot, int32_t n_keep) = 0;
 };
 
 }  // namespace voltserve

@@ -38,21 +38,28 @@ std::vector<int32_t> parse_token_ids(std::string_view command, const std::string
   return ids;
 }
 
-std::unique_ptr<Qwen35Runner> load_single_sequence_runner(std::string_view command, const std::string& model_dir,
-                                                          RunnerOptions opt, int32_t max_context,
-                                                          const std::vector<int32_t>& prompt_ids) {
-  opt.n_slots = 1;
-  opt.max_context = max_context;
-  auto loaded = Qwen35Runner::load(model_dir, opt);
-  if (!loaded.is_ok()) fail(command, loaded.status().to_string(), 1);
-  std::unique_ptr<Qwen35Runner> runner = std::move(*loaded);
-  const int32_t vocab = runner->info().vocab_size;
-  for (int32_t id : prompt_ids) {
-    if (id >= vocab) {
-      fail(command, "bad --ids: token id " + std::to_string(id) + " >= vocab_size " + std::to_string(vocab), 2);
+std::unique_ptr<Engine> load_engine(std::string_view command, const ModelOptions& model, const EngineConfig& config) {
+  auto loaded = Engine::load(model, config);
+  if (!loaded.is_ok()) fail(command, "cannot load " + model.model_dir + ": " + loaded.status().to_string(), 1);
+  return std::move(loaded).value();
+}
+
+EventSink EventQueue::sink() {
+  return [this](Event ev) {
+    {
+      std::lock_guard lk(mu_);
+      events_.emplace_back(std::move(ev), std::chrono::steady_clock::now());
     }
-  }
-  return runner;
+    cv_.notify_one();
+  };
+}
+
+std::pair<Event, std::chrono::steady_clock::time_point> EventQueue::pop() {
+  std::unique_lock lk(mu_);
+  cv_.wait(lk, [&] { return !events_.empty(); });
+  auto e = std::move(events_.front());
+  events_.pop_front();
+  return e;
 }
 
 }  // namespace voltserve::cli

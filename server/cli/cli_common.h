@@ -1,14 +1,19 @@
-// Helpers shared by the CLI sub-commands: failing with a clear message and an exit code, parsing --ids, loading a
-// model for one sequence.
+// Helpers shared by the CLI sub-commands: failing with a clear message and an exit code, parsing --ids, loading an
+// engine, and receiving its events on the calling thread.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
-#include "model/qwen35_runner.h"
+#include "voltserve/engine.h"
 
 namespace voltserve::cli {
 
@@ -19,10 +24,19 @@ namespace voltserve::cli {
 // at least one must be given (otherwise fail() with exit code 2).
 std::vector<int32_t> parse_token_ids(std::string_view command, const std::string& text);
 
-// Loads the model in `model_dir` with `opt` set for one sequence (one slot, max_context positions) and checks that
-// every prompt id is inside its vocabulary: fail() with exit code 1 if loading fails, 2 for an id out of range.
-std::unique_ptr<Qwen35Runner> load_single_sequence_runner(std::string_view command, const std::string& model_dir,
-                                                          RunnerOptions opt, int32_t max_context,
-                                                          const std::vector<int32_t>& prompt_ids);
+// Engine::load, or fail() with exit code 1 naming the model folder and the reason.
+std::unique_ptr<Engine> load_engine(std::string_view command, const ModelOptions& model, const EngineConfig& config);
+
+// An engine event sink whose events the calling thread takes with pop(), each stamped when the engine delivered it.
+class EventQueue {
+ public:
+  EventSink sink();
+  std::pair<Event, std::chrono::steady_clock::time_point> pop();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<Event, std::chrono::steady_clock::time_point>> events_;
+};
 
 }  // namespace voltserve::cli

@@ -1,7 +1,7 @@
 // `voltserve generate --model DIR (--ids 1,2,3 | --prompt TEXT) [--max-tokens N] [--temperature T] [--top-p P]
-// [--top-k K] [--min-p P] [--seed S] [--chat] [--json]` (DESIGN.md §2): prefill, then one token per step until an
-// eos id or N tokens; reports prefill and decode tokens/s. --ids needs no tokenizer. Tested by
-// tests/golden/cli_model_test.cpp (greedy ids equal the transformers continuation of the fixtures).
+// [--top-k K] [--min-p P] [--seed S] [--chat] [--json]` (DESIGN.md §2): one request through the Engine (the same
+// path as the server), streamed until an eos id or N tokens; reports prefill and decode tokens/s. --ids needs no
+// tokenizer. Tested by tests/golden/cli_model_test.cpp (greedy ids equal the transformers continuation).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -10,17 +10,14 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "model/qwen35_runner.h"
-#include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
+#include "voltserve/engine.h"
 #if __has_include("chat/chat_prompt.h")
 #include "chat/chat_prompt.h"
 #define VOLTSERVE_HAVE_CHAT_PROMPT 1
@@ -43,9 +40,12 @@ struct GenerateArgs {
   bool chat = false;
   bool json = false;
   bool ignore_eos = false;
-  std::string backend = "cpu";
+  std::string backend = "auto";
   int32_t threads = 0;
 };
+
+// Prompt tokens per engine step (the CPU reference is slow on large steps; a GPU is fast on them).
+constexpr int32_t kPrefillChunk = 512;
 
 [[noreturn]] void fail(const std::string& message, int code) { cli::fail("generate", message, code); }
 
@@ -109,74 +109,81 @@ void run_generate(const GenerateArgs& a) {
     if (prompt_ids.empty()) fail("the prompt tokenizes to no tokens", 2);
   }
 
-  RunnerOptions opt;
-  opt.backend = a.backend;
-  opt.n_threads = a.threads;
-  if (tok) opt.n_vocab_real = tok->vocab_size();  // padding rows past the tokenizer are never sampled
-  const std::unique_ptr<Qwen35Runner> loaded = load_single_sequence_runner(
-      "generate", a.model, opt, static_cast<int32_t>(prompt_ids.size()) + a.max_tokens, prompt_ids);
-  Qwen35Runner& runner = *loaded;
-  const std::vector<int32_t> eos = a.ignore_eos ? std::vector<int32_t>{} : runner.info().eos_token_ids;
+  ModelOptions model;
+  model.model_dir = a.model;
+  model.backend = a.backend;
+  model.n_threads = a.threads;
+  model.n_slots = 1;
+  model.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
+  if (tok) model.n_vocab_real = tok->vocab_size();  // padding rows past the tokenizer are never sampled
+  EngineConfig config;
+  config.max_running = 1;
+  config.max_waiting = 1;
+  // The whole prompt in one step when it is short; long prompts in chunks of kPrefillChunk.
+  config.prefill_chunk = std::clamp(static_cast<int32_t>(prompt_ids.size()), 1, kPrefillChunk);
+  config.max_tokens_per_step = config.prefill_chunk;
+  std::unique_ptr<Engine> engine = load_engine("generate", model, config);
 
-  SamplingParams sp;
-  sp.temperature = a.temperature;
-  sp.top_p = a.top_p;
-  sp.top_k = a.top_k;
-  sp.min_p = a.min_p;
-  sp.seed = a.seed;
-  const uint64_t seed = a.seed ? *a.seed : std::random_device{}();
-  Sampler sampler(sp, seed, runner.info().n_vocab_real);
-
-  std::vector<int32_t> pages(static_cast<size_t>(runner.geometry().n_pages));
-  std::iota(pages.begin(), pages.end(), 0);
-  if (Status s = runner.reset_slot(0); !s.is_ok()) fail(s.to_string(), 1);
+  Request request;
+  request.id = "generate";
+  request.prompt_ids = prompt_ids;
+  request.max_new_tokens = a.max_tokens;
+  request.sampling.temperature = a.temperature;
+  request.sampling.top_p = a.top_p;
+  request.sampling.top_k = a.top_k;
+  request.sampling.min_p = a.min_p;
+  request.sampling.seed = a.seed;
+  request.ignore_eos = a.ignore_eos;
+  request.stop_token_ids = engine->model_info().eos_token_ids;
 
   std::optional<IncrementalDecoder> stream;
   if (tok && !a.json) stream.emplace(*tok, /*skip_special=*/false);
   std::vector<int32_t> generated;
-  std::vector<float> logits;
-  std::vector<int32_t> one(1);
-  SeqStep step;
-  step.slot = 0;
-  step.page_table = pages;
-  step.tokens = prompt_ids;
-  step.need_logits = true;
   using Clock = std::chrono::steady_clock;
-  double prefill_s = 0.0, decode_s = 0.0;
-  int32_t n_decode_steps = 0;
-  std::string finish_reason = "length";
-  while (static_cast<int32_t>(generated.size()) < a.max_tokens) {
-    const auto t0 = Clock::now();
-    if (Status s = runner.forward(std::span<const SeqStep>(&step, 1), logits); !s.is_ok()) fail(s.to_string(), 1);
-    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (step.n_past == 0) {
-      prefill_s = dt;
-    } else {
-      decode_s += dt;
-      ++n_decode_steps;
+  EventQueue events;
+  const auto t_submit = Clock::now();
+  Result<RequestId> id = engine->submit(request, events.sink());
+  if (!id.is_ok()) {
+    fail(id.status().message(), id.status().code() == StatusCode::kInvalidArgument ||
+                                        id.status().code() == StatusCode::kOutOfRange
+                                    ? 2
+                                    : 1);
+  }
+  Clock::time_point t_first{}, t_last{};
+  Event final_event;
+  while (true) {
+    auto [ev, at] = events.pop();
+    if (!ev.token_ids.empty()) {
+      if (generated.empty()) t_first = at;
+      t_last = at;
     }
-    const int32_t next = sampler.sample(logits, prompt_ids, generated);
-    if (next < 0) fail("no token could be sampled (every logit is -inf or NaN)", 1);
-    generated.push_back(next);
-    const bool stop = std::find(eos.begin(), eos.end(), next) != eos.end();
-    if (!a.json) {
-      if (stream) {
-        if (!stop) std::cout << stream->push(next) << std::flush;
-      } else {
-        std::cout << (generated.size() > 1 ? " " : "") << next << std::flush;
+    for (size_t i = 0; i < ev.token_ids.size(); ++i) {
+      const int32_t next = ev.token_ids[i];
+      generated.push_back(next);
+      // The eos token that ends the text is not printed.
+      const bool stop = ev.finished && ev.finish_reason == FinishReason::kStop && i + 1 == ev.token_ids.size();
+      if (!a.json) {
+        if (stream) {
+          if (!stop) std::cout << stream->push(next) << std::flush;
+        } else {
+          std::cout << (generated.size() > 1 ? " " : "") << next << std::flush;
+        }
       }
     }
-    if (stop) {
-      finish_reason = "stop";
+    if (ev.finished) {
+      final_event = std::move(ev);
       break;
     }
-    step.n_past += static_cast<int32_t>(step.tokens.size());
-    one[0] = next;
-    step.tokens = one;
   }
+  if (final_event.finish_reason == FinishReason::kError) fail(final_event.error.to_string(), 1);
+  const std::string finish_reason = final_event.finish_reason == FinishReason::kStop ? "stop" : "length";
 
+  // Prefill: submit to the first token (the prompt's forward and one sample); decode: the tokens after it.
+  const double prefill_s = std::chrono::duration<double>(t_first - t_submit).count();
+  const double decode_s = std::chrono::duration<double>(t_last - t_first).count();
+  const auto n_decode = static_cast<int32_t>(generated.size()) - 1;
   const double prefill_tps = prefill_s > 0 ? static_cast<double>(prompt_ids.size()) / prefill_s : 0.0;
-  const double decode_tps = decode_s > 0 ? static_cast<double>(n_decode_steps) / decode_s : 0.0;
+  const double decode_tps = decode_s > 0 && n_decode > 0 ? static_cast<double>(n_decode) / decode_s : 0.0;
   if (a.json) {
     std::vector<int32_t> text_ids = generated;
     if (finish_reason == "stop") text_ids.pop_back();  // the eos token ends the text; it is not part of it
@@ -189,12 +196,14 @@ void run_generate(const GenerateArgs& a) {
     out["prompt_tokens"] = prompt_ids.size();
     out["completion_tokens"] = generated.size();
     out["finish_reason"] = finish_reason;
+    out["backend"] = engine->model_info().backend;
     std::cout << out.dump() << "\n";
   } else {
     if (stream) std::cout << stream->flush();
     std::cout << "\n";
     std::cerr << "prefill: " << prompt_ids.size() << " tokens, " << prefill_tps << " tokens/s; decode: "
-              << n_decode_steps << " steps, " << decode_tps << " tokens/s; finish: " << finish_reason << "\n";
+              << std::max(n_decode, 0) << " steps, " << decode_tps << " tokens/s; finish: " << finish_reason
+              << "; backend: " << engine->model_info().backend << "\n";
   }
 }
 
@@ -217,7 +226,7 @@ void register_generate_command(CLI::App& app) {
   cmd->add_flag("--json", args->json,
                 "Print {\"ids\", \"text\", \"tokens_per_second\", ...} instead of streaming text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the eos ids of config/generation_config");
-  cmd->add_option("--backend", args->backend, "Compute backend: cpu (default)");
+  cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
   cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");
   cmd->callback([args] { run_generate(*args); });
 }

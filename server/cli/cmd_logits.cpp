@@ -1,8 +1,10 @@
 // `voltserve logits --model DIR --ids 1,2,3 [--last N] [--backend cpu]`: one forward pass over the ids, prints
-// {"positions": [...], "logits": [[...], ...]} (fp32, full vocabulary) for the last N positions (DESIGN.md §2).
+// {"positions": [...], "logits": [[...], ...]} (fp32, full vocabulary) for the last N positions (DESIGN.md §2),
+// through the Engine as a score request (Request::n_prompt_logits).
 // Tested by tests/golden/cli_model_test.cpp against the transformers reference of the fixtures.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,7 +14,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "model/qwen35_runner.h"
+#include "voltserve/engine.h"
 
 namespace voltserve::cli {
 namespace {
@@ -21,7 +23,7 @@ struct LogitsArgs {
   std::string model;
   std::string ids;
   int32_t last = 1;
-  std::string backend = "cpu";
+  std::string backend = "auto";
   int32_t threads = 0;
 };
 
@@ -36,26 +38,42 @@ void run_logits(const LogitsArgs& a) {
     fail("--last " + std::to_string(a.last) + " must be between 1 and the number of ids (" + std::to_string(n) + ")",
          2);
   }
-  RunnerOptions opt;
-  opt.backend = a.backend;
-  opt.n_threads = a.threads;
-  const std::unique_ptr<Qwen35Runner> loaded = load_single_sequence_runner("logits", a.model, opt, n, ids);
-  Qwen35Runner& runner = *loaded;
-  const int32_t vocab = runner.info().vocab_size;
+  ModelOptions model;
+  model.model_dir = a.model;
+  model.backend = a.backend;
+  model.n_threads = a.threads;
+  model.n_slots = 1;
+  model.max_context = n;
+  EngineConfig config;
+  config.max_running = 1;
+  config.max_waiting = 1;
+  config.prefill_chunk = std::min(n, 512);
+  config.max_tokens_per_step = config.prefill_chunk;
+  std::unique_ptr<Engine> engine = load_engine("logits", model, config);
+  const int32_t vocab = engine->vocab_size();
 
-  std::vector<int32_t> pages(static_cast<size_t>(runner.geometry().n_pages));
-  std::iota(pages.begin(), pages.end(), 0);
+  // A score request: the logits of the last N prompt positions, nothing generated.
+  Request request;
+  request.id = "logits";
+  request.prompt_ids = ids;
+  request.max_new_tokens = 0;
+  request.n_prompt_logits = a.last;
+  EventQueue events;
+  Result<RequestId> id = engine->submit(request, events.sink());
+  if (!id.is_ok()) fail(id.status().message(), id.status().code() == StatusCode::kInvalidArgument ? 2 : 1);
+  Event final_event;
+  do {
+    final_event = events.pop().first;
+  } while (!final_event.finished);
+  if (final_event.finish_reason == FinishReason::kError) fail(final_event.error.to_string(), 1);
+  const std::vector<float>& logits = final_event.prompt_logits;
+  if (logits.size() != static_cast<size_t>(a.last) * static_cast<size_t>(vocab)) {
+    fail("the engine returned " + std::to_string(logits.size()) + " logits, expected " + std::to_string(a.last) +
+             " rows of " + std::to_string(vocab),
+         1);
+  }
   std::vector<int32_t> rows(static_cast<size_t>(a.last));
   std::iota(rows.begin(), rows.end(), n - a.last);
-  SeqStep step;
-  step.slot = 0;
-  step.page_table = pages;
-  step.tokens = ids;
-  std::vector<float> logits;
-  if (Status s = runner.reset_slot(0); !s.is_ok()) fail(s.to_string(), 1);
-  if (Status s = runner.forward_rows(std::span<const SeqStep>(&step, 1), rows, logits); !s.is_ok()) {
-    fail(s.to_string(), 1);
-  }
 
   nlohmann::ordered_json out;
   out["positions"] = rows;
@@ -77,7 +95,7 @@ void register_logits_command(CLI::App& app) {
   cmd->add_option("--model", args->model, "Hugging Face model folder (config.json + safetensors)")->required();
   cmd->add_option("--ids", args->ids, "Token ids, e.g. 1,2,3")->required();
   cmd->add_option("--last", args->last, "How many final positions to print (default 1)");
-  cmd->add_option("--backend", args->backend, "Compute backend: cpu (default)");
+  cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
   cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");
   cmd->callback([args] { run_logits(*args); });
 }

@@ -24,7 +24,6 @@
 #include "http/serve_settings.h"
 #include "http/server_context.h"
 #include "http/server_log.h"
-#include "model/qwen35_runner.h"
 #include "tokenizer/tokenizer.h"
 #include "voltserve/engine.h"
 
@@ -95,29 +94,24 @@ void run_serve(http::ServeSettings s) {
     log.warn("no usable chat template ({}); /v1/chat/completions will answer 400", e.what());
   }
 
-  RunnerOptions runner_options;
-  runner_options.backend = s.backend;
-  runner_options.n_threads = s.threads;
-  runner_options.max_context = s.context;
-  runner_options.n_slots = s.max_running;
-  runner_options.n_vocab_real = tokenizer->vocab_size();
-  Result<std::unique_ptr<ModelRunner>> runner = load_model_runner(model_dir, runner_options);
-  if (!runner.is_ok()) {
-    stop_http();
-    fail("cannot load the model from " + model_dir.string() + ": " + runner.status().to_string());
-  }
-  ctx.model_info = (*runner)->info();
+  ModelOptions model_options;
+  model_options.model_dir = model_dir.string();
+  model_options.backend = s.backend;
+  model_options.n_threads = s.threads;
+  model_options.max_context = s.context;
+  model_options.n_slots = s.max_running;
+  model_options.n_vocab_real = tokenizer->vocab_size();
   EngineConfig engine_config;
   engine_config.max_running = s.max_running;
   engine_config.max_waiting = s.max_waiting;
   engine_config.max_tokens_per_step = s.max_tokens_per_step;
   engine_config.prefill_chunk = s.prefill_chunk;
-  Result<std::unique_ptr<Engine>> engine = Engine::create(std::move(runner).value(), engine_config);
+  Result<std::unique_ptr<Engine>> engine = Engine::load(model_options, engine_config);
   if (!engine.is_ok()) {
     stop_http();
-    fail("cannot start the engine: " + engine.status().to_string());
+    fail("cannot load the model from " + model_dir.string() + ": " + engine.status().to_string());
   }
-  ctx.model_info.context_length = (*engine)->context_length();
+  ctx.model_info = (*engine)->model_info();
 
   ctx.tokenizer = &*tokenizer;
   ctx.chat_template = chat_template ? &*chat_template : nullptr;
@@ -183,7 +177,7 @@ void register_serve_command(CLI::App& app) {
                                       "Seconds between SSE keep-alive comments while no token arrives")
                           ->check(CLI::PositiveNumber);
   auto* o_name = cmd->add_option("--served-model-name", s.http.served_model_name, "Model id in the API (default: folder name)");
-  auto* o_backend = cmd->add_option("--backend", s.backend, "cpu, cuda or auto (default cpu)");
+  auto* o_backend = cmd->add_option("--backend", s.backend, "cpu, cuda or auto (default auto: cuda when a GPU is visible, else cpu)");
   auto* o_level = cmd->add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
   auto* o_threads = cmd->add_option("--threads", s.threads, "CPU backend threads (0 = automatic)")->check(CLI::Range(0, 1024));
   auto* o_running = cmd->add_option("--max-running", s.max_running, "Sequences decoded together (default 16)")->check(CLI::Range(1, 4096));

@@ -12,8 +12,8 @@
 #include "http/metrics.h"
 #include "http/serve_options.h"
 #include "openai/request_limits.h"
-#include "runner/model_runner.h"
 #include "voltserve/engine.h"
+#include "voltserve/model_info.h"
 
 namespace voltserve::http {
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "model/qwen35_runner.h"
+#include "support/runner_steps.h"
 #include "support/tolerances.h"
 
 namespace voltserve {
@@ -49,14 +50,18 @@ std::vector<RefPrompt> load_reference(const std::string& name) {
   return out;
 }
 
-std::unique_ptr<Qwen35Runner> load_runner(const std::string& name, GdnMode mode, int32_t n_slots = 4) {
+std::unique_ptr<Qwen35Runner> load_runner(const std::string& name, GdnMode mode, int32_t n_slots = 4,
+                                          int32_t max_verify_tokens = 0) {
   RunnerOptions opt;
-  opt.max_context = 256;
-  opt.n_slots = n_slots;
-  opt.page_size = 16;
+  opt.model.model_dir = fixture_dir(name).string();
+  opt.model.max_context = 256;
+  opt.model.n_slots = n_slots;
+  opt.model.page_size = 16;
+  opt.model.n_threads = 2;
   opt.gdn_mode = mode;
-  opt.n_threads = 2;
-  auto r = Qwen35Runner::load(fixture_dir(name), opt);
+  opt.max_step_tokens = 512;
+  opt.max_verify_tokens = max_verify_tokens;
+  auto r = Qwen35Runner::load(opt);
   INFO(r.status().to_string());
   REQUIRE(r.is_ok());
   return std::move(r).value();
@@ -79,7 +84,7 @@ std::vector<float> full_forward(Qwen35Runner& r, int32_t slot, const std::vector
   step.n_past = 0;
   step.tokens = ids;
   std::vector<float> logits;
-  const Status s = r.forward_rows(std::span<const SeqStep>(&step, 1), rows, logits);
+  const Status s = testing::forward_rows(r, std::span<const SeqStep>(&step, 1), rows, logits);
   INFO(s.to_string());
   REQUIRE(s.is_ok());
   return logits;
@@ -141,10 +146,9 @@ TEST_CASE("Greedy continuation with incremental decode matches transformers", "[
     step.page_table = pages;
     step.n_past = 0;
     step.tokens = p.ids;
-    step.need_logits = true;
     std::vector<int32_t> one(1);
     for (size_t t = 0; t < p.greedy.size(); ++t) {
-      const Status s = runner->forward(std::span<const SeqStep>(&step, 1), logits);
+      const Status s = testing::forward_last(*runner, std::span<const SeqStep>(&step, 1), logits);
       INFO(s.to_string());
       REQUIRE(s.is_ok());
       REQUIRE(logits.size() == static_cast<size_t>(runner->info().vocab_size));
@@ -189,7 +193,7 @@ TEST_CASE("Chunked prefill then one-token decode equals one full forward", "[gol
     std::vector<int32_t> step_rows(static_cast<size_t>(n));
     std::iota(step_rows.begin(), step_rows.end(), 0);
     std::vector<float> logits;
-    REQUIRE(runner->forward_rows(std::span<const SeqStep>(&step, 1), step_rows, logits).is_ok());
+    REQUIRE(testing::forward_rows(*runner, std::span<const SeqStep>(&step, 1), step_rows, logits).is_ok());
     const auto want = std::span<const float>(full).subspan(static_cast<size_t>(n_past) * vocab,
                                                            static_cast<size_t>(n) * vocab);
     worst = std::max(worst, max_abs_diff(logits, want));
@@ -237,14 +241,13 @@ TEST_CASE("Several sequences in one forward equal each run alone", "[golden]") {
       st.page_table = pages[i];
       st.n_past = n_past[i];
       st.tokens = std::span<const int32_t>(seqs[i]).subspan(static_cast<size_t>(n_past[i]), static_cast<size_t>(n));
-      st.need_logits = true;
       steps.push_back(st);
       who.push_back(i);
       n_past[i] += n;
       checked_pos[i].push_back(n_past[i] - 1);
     }
     std::vector<float> logits;
-    const Status s = runner->forward(steps, logits);
+    const Status s = testing::forward_last(*runner, steps, logits);
     INFO(s.to_string());
     REQUIRE(s.is_ok());
     REQUIRE(logits.size() == steps.size() * static_cast<size_t>(vocab));
@@ -284,12 +287,11 @@ TEST_CASE("The runner rejects bad steps with a clear error", "[unit]") {
   const std::vector<int32_t> pages = strided_pages(0, 1, 4);
   const std::vector<int32_t> ok_ids = {1, 2, 3};
   std::vector<float> logits;
-  auto run = [&](SeqStep st) { return runner->forward(std::span<const SeqStep>(&st, 1), logits); };
+  auto run = [&](SeqStep st) { return testing::forward_last(*runner, std::span<const SeqStep>(&st, 1), logits); };
   SeqStep base;
   base.slot = 0;
   base.page_table = pages;
   base.tokens = ok_ids;
-  base.need_logits = true;
   REQUIRE(run(base).is_ok());
 
   SeqStep s = base;
@@ -313,35 +315,39 @@ TEST_CASE("The runner rejects bad steps with a clear error", "[unit]") {
   s.tokens = {};
   CHECK(run(s).message().find("no tokens") != std::string::npos);
   SeqStep two[2] = {base, base};
-  CHECK(runner->forward(two, logits).message().find("two steps") != std::string::npos);
+  CHECK(testing::forward_last(*runner, two, logits).message().find("two steps") != std::string::npos);
   CHECK(runner->reset_slot(-1).code() == StatusCode::kOutOfRange);
 }
 
 TEST_CASE("Loading a missing or broken model folder is a clear error", "[unit]") {
   RunnerOptions opt;
-  auto missing = Qwen35Runner::load(fixture_dir("no-such-model"), opt);
+  opt.model.n_slots = 1;
+  opt.model.model_dir = fixture_dir("no-such-model").string();
+  auto missing = Qwen35Runner::load(opt);
   REQUIRE(!missing.is_ok());
   CHECK(missing.status().message().find("no-such-model") != std::string::npos);
-  opt.backend = "tpu";
-  auto bad_backend = Qwen35Runner::load(fixture_dir("tiny-tied"), opt);
+  opt.model.backend = "tpu";
+  opt.model.model_dir = fixture_dir("tiny-tied").string();
+  auto bad_backend = Qwen35Runner::load(opt);
   REQUIRE(!bad_backend.is_ok());
   CHECK(bad_backend.status().message().find("tpu") != std::string::npos);
 }
 
-
 TEST_CASE("Padding logit rows past the tokenizer are reported as not real", "[unit]") {
   RunnerOptions opt;
-  auto all_rows = Qwen35Runner::load(fixture_dir("tiny-tied"), opt);
+  opt.model.n_slots = 1;
+  opt.model.model_dir = fixture_dir("tiny-tied").string();
+  auto all_rows = Qwen35Runner::load(opt);
   REQUIRE(all_rows.is_ok());
   const int32_t vocab = (*all_rows)->info().vocab_size;
   CHECK((*all_rows)->info().n_vocab_real == vocab);
-  opt.n_vocab_real = vocab - 7;
-  auto padded = Qwen35Runner::load(fixture_dir("tiny-tied"), opt);
+  opt.model.n_vocab_real = vocab - 7;
+  auto padded = Qwen35Runner::load(opt);
   REQUIRE(padded.is_ok());
   CHECK((*padded)->info().vocab_size == vocab);
   CHECK((*padded)->info().n_vocab_real == vocab - 7);
-  opt.n_vocab_real = vocab + 100;  // a tokenizer larger than the matrix cannot add rows
-  auto larger = Qwen35Runner::load(fixture_dir("tiny-tied"), opt);
+  opt.model.n_vocab_real = vocab + 100;  // a tokenizer larger than the matrix cannot add rows
+  auto larger = Qwen35Runner::load(opt);
   REQUIRE(larger.is_ok());
   CHECK((*larger)->info().n_vocab_real == vocab);
 }

@@ -15,6 +15,7 @@
 
 #include "model/linear_weight.h"
 #include "model/qwen35_runner.h"
+#include "support/runner_steps.h"
 #include "support/tolerances.h"
 
 namespace voltserve {
@@ -48,10 +49,12 @@ std::vector<Prompt> reference(const std::string& name) {
 
 std::unique_ptr<Qwen35Runner> runner_for(const std::string& name) {
   RunnerOptions opt;
-  opt.max_context = 256;
-  opt.n_slots = 2;
-  opt.n_threads = 2;
-  auto r = Qwen35Runner::load(fixture(name), opt);
+  opt.model.model_dir = fixture(name).string();
+  opt.model.max_context = 256;
+  opt.model.n_slots = 2;
+  opt.model.n_threads = 2;
+  opt.max_step_tokens = 512;
+  auto r = Qwen35Runner::load(opt);
   INFO(r.status().to_string());
   REQUIRE(r.is_ok());
   return std::move(r).value();
@@ -104,7 +107,7 @@ TEST_CASE("CPU logits on quantized checkpoints match transformers on the dequant
     step.page_table = pages;
     step.tokens = p.ids;
     std::vector<float> logits;
-    const Status s = runner->forward_rows(std::span<const SeqStep>(&step, 1), p.positions, logits);
+    const Status s = testing::forward_rows(*runner, std::span<const SeqStep>(&step, 1), p.positions, logits);
     INFO(s.to_string());
     REQUIRE(s.is_ok());
     REQUIRE(logits.size() == p.positions.size() * static_cast<size_t>(vocab));
@@ -133,12 +136,11 @@ TEST_CASE("Greedy decode on quantized checkpoints matches transformers", "[golde
     step.slot = 1;
     step.page_table = pages;
     step.tokens = p.ids;
-    step.need_logits = true;
     std::vector<int32_t> generated;
     std::vector<int32_t> one(1);
     std::vector<float> logits;
     for (size_t t = 0; t < p.greedy.size(); ++t) {
-      const Status s = runner->forward(std::span<const SeqStep>(&step, 1), logits);
+      const Status s = testing::forward_last(*runner, std::span<const SeqStep>(&step, 1), logits);
       INFO(s.to_string());
       REQUIRE(s.is_ok());
       generated.push_back(static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin()));

@@ -34,7 +34,7 @@ TEST_CASE("64 requests from 8 threads with random cancels: one final event each,
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      Xoshiro256 rng(1000 + static_cast<uint64_t>(t));
+      voltserve::testing::TestRng rng(1000 + static_cast<uint64_t>(t));
       for (int j = 0; j < kPerThread; ++j) {
         const int key = t * kPerThread + j;
         prompts[static_cast<size_t>(key)] = make_prompt(1 + static_cast<int32_t>(rng.next_u64() % 40), 7000 + static_cast<uint64_t>(key));

@@ -9,9 +9,8 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "sampling/rng.h"
-#include "sampling/sampler.h"
 #include "support/fake_runner.h"
+#include "support/test_rng.h"
 #include "voltserve/engine.h"
 
 namespace voltserve::testing {
@@ -30,7 +29,7 @@ inline Harness make_engine(const FakeRunnerOptions& options, const EngineConfig&
 }
 
 inline std::vector<int32_t> make_prompt(int32_t n, uint64_t seed, int32_t n_vocab_real = 60) {
-  Xoshiro256 rng(seed);
+  TestRng rng(seed);
   std::vector<int32_t> p(static_cast<size_t>(n));
   for (int32_t& t : p) t = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(n_vocab_real));
   return p;
@@ -52,12 +51,9 @@ inline std::vector<int32_t> plain_greedy(const FakeRunnerOptions& options, const
   REQUIRE(runner.reset_slot(0).is_ok());
   std::vector<int32_t> pages(static_cast<size_t>(options.n_pages));
   std::iota(pages.begin(), pages.end(), 0);
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  Sampler sampler(greedy, 0, options.n_vocab_real);
   std::vector<int32_t> tokens = prompt;
   std::vector<int32_t> out;
-  std::vector<float> logits;
+  StepResult result;
   int32_t n_past = 0;
   while (static_cast<int32_t>(out.size()) < max_new_tokens) {
     SeqStep step;
@@ -65,10 +61,15 @@ inline std::vector<int32_t> plain_greedy(const FakeRunnerOptions& options, const
     step.page_table = pages;
     step.n_past = n_past;
     step.tokens = std::span<const int32_t>(tokens).subspan(static_cast<size_t>(n_past));
-    step.need_logits = true;
-    REQUIRE(runner.forward(std::span<const SeqStep>(&step, 1), logits).is_ok());
+    step.n_prompt = static_cast<int32_t>(prompt.size());
+    RowRequest row;
+    row.token_index = static_cast<int32_t>(step.tokens.size()) - 1;
+    row.flags = kOutSample;
+    row.sampling.temperature = 0.0f;
+    REQUIRE(runner.step({std::span<const SeqStep>(&step, 1), std::span<const RowRequest>(&row, 1)}, result).is_ok());
     n_past = static_cast<int32_t>(tokens.size());
-    const int32_t t = sampler.sample(logits, prompt, out);
+    REQUIRE(result.rows.size() == 1);
+    const int32_t t = result.rows[0].token;
     out.push_back(t);
     tokens.push_back(t);
     if (std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end()) break;

@@ -6,7 +6,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "cache/page_table.h"
-#include "sampling/rng.h"
+#include "support/test_rng.h"
 #include "scheduler/scheduler.h"
 
 using namespace voltserve;
@@ -156,7 +156,7 @@ TEST_CASE("out of pages: the newest sequences are preempted for older ones, neve
 }
 
 TEST_CASE("random states: every plan respects budget, chunk, pages, slots, FCFS and preemption rules", "[unit]") {
-  Xoshiro256 rng(2024);
+  voltserve::testing::TestRng rng(2024);
   auto below = [&](int n) { return static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(n)); };
   for (int trial = 0; trial < 3000; ++trial) {
     const SchedulerLimits lim = limits(1 + below(40), 1 + below(20), 1 + below(6));

@@ -1,6 +1,7 @@
 // The fake ModelRunner (see fake_runner.h).
 #include "support/fake_runner.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -30,12 +31,15 @@ uint64_t hash_of(std::span<const int32_t> tokens) {
 FakeRunner::FakeRunner(FakeRunnerOptions options)
     : options_(options),
       kv_(static_cast<size_t>(options.n_pages) * static_cast<size_t>(options.page_size), -1),
-      slots_(static_cast<size_t>(options.n_slots)) {
+      slots_(static_cast<size_t>(options.n_slots)),
+      penalty_counts_(static_cast<size_t>(options.n_slots) * static_cast<size_t>(options.vocab_size), 0),
+      penalty_bits_(static_cast<size_t>(options.n_slots) * static_cast<size_t>((options.vocab_size + 31) / 32), 0u) {
   info_.name = "fake";
   info_.vocab_size = options.vocab_size;
   info_.n_vocab_real = options.n_vocab_real;
   info_.context_length = options.context_length;
   info_.eos_token_ids = {1};
+  info_.backend = "fake";
 }
 
 void FakeRunner::logits_after(std::span<const int32_t> tokens, const FakeRunnerOptions& options, float* row) {
@@ -60,13 +64,29 @@ CacheGeometry FakeRunner::geometry() const {
   g.page_size = options_.page_size;
   g.n_pages = options_.n_pages;
   g.n_slots = options_.n_slots;
+  g.max_verify_tokens = options_.max_verify_tokens;
   return g;
 }
 
 Status FakeRunner::reset_slot(int32_t slot) {
   std::lock_guard lk(mutex_);
   if (slot < 0 || slot >= options_.n_slots) return violation("reset_slot: slot " + std::to_string(slot) + " out of range");
-  slots_[static_cast<size_t>(slot)] = SlotState{0, kHashSeed};
+  slots_[static_cast<size_t>(slot)] = SlotState{0, kHashSeed, {}};
+  std::fill_n(penalty_counts_.begin() + static_cast<std::ptrdiff_t>(slot) * options_.vocab_size, options_.vocab_size, 0);
+  const int32_t words = (options_.vocab_size + 31) / 32;
+  std::fill_n(penalty_bits_.begin() + static_cast<std::ptrdiff_t>(slot) * words, words, 0u);
+  return Status::ok();
+}
+
+Status FakeRunner::commit(int32_t slot, int32_t n_keep) {
+  std::lock_guard lk(mutex_);
+  if (slot < 0 || slot >= options_.n_slots) return violation("commit: slot " + std::to_string(slot) + " out of range");
+  SlotState& st = slots_[static_cast<size_t>(slot)];
+  const auto n = static_cast<int32_t>(st.checkpoints.size());
+  if (n == 0) return violation("commit: slot " + std::to_string(slot) + " has no verify item");
+  if (n_keep < 1 || n_keep > n) return violation("commit: n_keep " + std::to_string(n_keep) + " of " + std::to_string(n));
+  SlotState kept = st.checkpoints[static_cast<size_t>(n_keep - 1)];
+  st = SlotState{kept.n_tokens, kept.hash, {}};
   return Status::ok();
 }
 
@@ -75,7 +95,8 @@ Status FakeRunner::violation(std::string what) {
   return internal_error("fake runner: " + what);
 }
 
-Status FakeRunner::forward(std::span<const SeqStep> steps, std::vector<float>& logits) {
+Status FakeRunner::step(const StepRequest& request, StepResult& result) {
+  result.clear();
   // A call counts (n_forward) from its start; the delay stands for the time the model takes.
   std::chrono::microseconds delay;
   int64_t call = 0;
@@ -84,9 +105,12 @@ Status FakeRunner::forward(std::span<const SeqStep> steps, std::vector<float>& l
     delay = delay_;
     call = n_forward_++;
     std::vector<RecordedStep>& rec = calls_.emplace_back();
-    for (const SeqStep& s : steps) {
+    for (size_t i = 0; i < request.seqs.size(); ++i) {
+      const SeqStep& s = request.seqs[i];
+      bool sampled = false;
+      for (const RowRequest& o : request.outputs) sampled |= o.seq == static_cast<int32_t>(i) && (o.flags & kOutSample);
       rec.push_back({s.slot, {s.page_table.begin(), s.page_table.end()}, s.n_past, {s.tokens.begin(), s.tokens.end()},
-                     s.need_logits});
+                     sampled, s.verify});
     }
   }
   if (delay.count() > 0) std::this_thread::sleep_for(delay);
@@ -97,13 +121,20 @@ Status FakeRunner::forward(std::span<const SeqStep> steps, std::vector<float>& l
   const int32_t ps = options_.page_size;
   std::set<int32_t> slots_seen;
   std::set<int32_t> pages_seen;
-  for (const SeqStep& s : steps) {
+  int64_t n_tokens = 0;
+  std::vector<kernels::SeqDesc> descs;
+  std::vector<int32_t> all_tokens;
+  for (const SeqStep& s : request.seqs) {
     const std::string who = "forward " + std::to_string(call) + " slot " + std::to_string(s.slot) + ": ";
     if (s.slot < 0 || s.slot >= options_.n_slots) return violation(who + "slot out of range");
     if (!slots_seen.insert(s.slot).second) return violation(who + "slot used twice in one step");
     if (s.tokens.empty()) return violation(who + "no tokens");
+    n_tokens += static_cast<int64_t>(s.tokens.size());
     const int32_t end = s.n_past + static_cast<int32_t>(s.tokens.size());
     if (end > options_.context_length) return violation(who + "beyond the context length");
+    if (s.verify && static_cast<int32_t>(s.tokens.size()) > options_.max_verify_tokens) {
+      return violation(who + "verify item longer than max_verify_tokens");
+    }
     if (static_cast<int64_t>(s.page_table.size()) * ps < end) {
       return violation(who + "page table of " + std::to_string(s.page_table.size()) + " pages cannot hold " +
                        std::to_string(end) + " positions");
@@ -117,6 +148,7 @@ Status FakeRunner::forward(std::span<const SeqStep> steps, std::vector<float>& l
       return violation(who + "n_past " + std::to_string(s.n_past) + " but the slot's state holds " +
                        std::to_string(st.n_tokens) + " tokens");
     }
+    st.checkpoints.clear();
     for (size_t i = 0; i < s.tokens.size(); ++i) {
       const int32_t t = s.tokens[i];
       if (t < 0 || t >= options_.vocab_size) return violation(who + "token " + std::to_string(t) + " out of range");
@@ -124,15 +156,29 @@ Status FakeRunner::forward(std::span<const SeqStep> steps, std::vector<float>& l
       kv_[static_cast<size_t>(s.page_table[static_cast<size_t>(pos / ps)]) * ps + pos % ps] = t;
       st.hash = mix(st.hash, t);
       ++st.n_tokens;
+      if (s.verify) st.checkpoints.push_back(SlotState{st.n_tokens, st.hash, {}});
     }
+    kernels::SeqDesc d;
+    d.row0 = static_cast<int32_t>(all_tokens.size());
+    d.n_tokens = static_cast<int32_t>(s.tokens.size());
+    d.n_past = s.n_past;
+    d.slot = s.slot;
+    d.n_prompt = s.n_prompt;
+    descs.push_back(d);
+    all_tokens.insert(all_tokens.end(), s.tokens.begin(), s.tokens.end());
   }
+  if (n_tokens > options_.max_step_tokens) return violation("a step of " + std::to_string(n_tokens) + " tokens");
+  kernels::sampling::PenaltyState penalties;
+  penalties.counts = penalty_counts_.data();
+  penalties.prompt_bits = penalty_bits_.data();
+  penalties.vocab = options_.vocab_size;
+  penalties.n_slots = options_.n_slots;
+  kernels::sampling::update_penalties_ref(penalties, all_tokens.data(), descs.data(),
+                                          static_cast<int32_t>(descs.size()));
+
   // Read every sequence back from the cache after all writes of the step: a page shared with another live
   // sequence has been overwritten by now and no longer matches the slot's running hash.
-  int32_t n_rows = 0;
-  for (const SeqStep& s : steps) n_rows += s.need_logits ? 1 : 0;
-  logits.assign(static_cast<size_t>(n_rows) * static_cast<size_t>(options_.vocab_size), 0.0f);
-  size_t row = 0;
-  for (const SeqStep& s : steps) {
+  for (const SeqStep& s : request.seqs) {
     const int32_t end = s.n_past + static_cast<int32_t>(s.tokens.size());
     std::vector<int32_t> seq(static_cast<size_t>(end));
     for (int32_t pos = 0; pos < end; ++pos) {
@@ -142,13 +188,65 @@ Status FakeRunner::forward(std::span<const SeqStep> steps, std::vector<float>& l
       return violation("forward " + std::to_string(call) + " slot " + std::to_string(s.slot) +
                        ": the KV pages disagree with the recurrent state (a page shared or overwritten)");
     }
-    if (!s.need_logits) continue;
-    float* out = logits.data() + row * static_cast<size_t>(options_.vocab_size);
-    logits_after(seq, options_, out);
-    if (call == nan_at_) {
-      for (int32_t i = 0; i < options_.vocab_size; ++i) out[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+
+  // Output rows: the fake model's logits after the row's prefix, sampled by the reference sampler.
+  const int32_t vocab = options_.vocab_size;
+  result.rows.resize(request.outputs.size());
+  std::vector<float> row(static_cast<size_t>(vocab));
+  for (size_t i = 0; i < request.outputs.size(); ++i) {
+    const RowRequest& o = request.outputs[i];
+    if (o.seq < 0 || o.seq >= static_cast<int32_t>(request.seqs.size())) return violation("output of a missing sequence");
+    const SeqStep& s = request.seqs[static_cast<size_t>(o.seq)];
+    if (o.token_index < 0 || o.token_index >= static_cast<int32_t>(s.tokens.size())) {
+      return violation("output row outside its sequence's tokens");
     }
-    ++row;
+    const int32_t end = s.n_past + o.token_index + 1;
+    std::vector<int32_t> prefix(static_cast<size_t>(end));
+    for (int32_t pos = 0; pos < end; ++pos) {
+      prefix[static_cast<size_t>(pos)] = kv_[static_cast<size_t>(s.page_table[static_cast<size_t>(pos / ps)]) * ps + pos % ps];
+    }
+    logits_after(prefix, options_, row.data());
+    if (call == nan_at_) std::fill(row.begin(), row.end(), std::numeric_limits<float>::quiet_NaN());
+    if (o.flags & kOutLogits) result.logits.insert(result.logits.end(), row.begin(), row.end());
+    if (o.flags & kOutHidden) result.hidden.insert(result.hidden.end(), row.begin(), row.begin() + 4);
+    if ((o.flags & kOutSample) == 0) continue;
+    kernels::sampling::RowParams p = o.sampling;
+    p.slot = s.slot;
+    p.flags = kernels::sampling::kSample | ((o.flags & kOutLogprobs) ? kernels::sampling::kLogprobs : 0u);
+    std::vector<int32_t> bias_ids;
+    std::vector<float> bias_values;
+    for (const auto& [id, b] : o.logit_bias) {
+      bias_ids.push_back(id);
+      bias_values.push_back(b);
+    }
+    p.bias_offset = 0;
+    p.bias_count = static_cast<int32_t>(bias_ids.size());
+    int32_t token = -1, status = 0, nan_index = -1;
+    float logprob = 0.0f;
+    std::vector<int32_t> top_ids(kernels::sampling::kMaxTopLogprobs);
+    std::vector<float> top_lp(kernels::sampling::kMaxTopLogprobs);
+    kernels::sampling::RefArgs a;
+    a.logits = row.data();
+    a.logits_stride = vocab;
+    a.n_rows = 1;
+    a.n_vocab_real = options_.n_vocab_real;
+    a.rows = &p;
+    a.bias_ids = bias_ids.data();
+    a.bias_values = bias_values.data();
+    a.penalties = penalties;
+    a.out = {&token, &logprob, top_ids.data(), top_lp.data(), &status, &nan_index};
+    kernels::sampling::sample_ref(a);
+    RowResult& r = result.rows[i];
+    r.token = token;
+    r.status = status;
+    r.nan_index = nan_index;
+    r.logprob = logprob;
+    if (o.flags & kOutLogprobs) {
+      for (int32_t t = 0; t < std::min(o.sampling.n_top_logprobs, options_.n_vocab_real); ++t) {
+        r.top.emplace_back(top_ids[static_cast<size_t>(t)], top_lp[static_cast<size_t>(t)]);
+      }
+    }
   }
   return Status::ok();
 }

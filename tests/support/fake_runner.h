@@ -1,7 +1,9 @@
 // A deterministic fake ModelRunner for the scheduler and engine tests (no model). Its "model": the next token
-// is a hash of the whole sequence so far, and the logits are peaked on it. It keeps the tokens it was fed in a
-// paged "KV cache" and a per-slot running hash ("recurrent state"), and checks on every forward that the two
-// agree, so a page shared by two live sequences, a wrong page table or a wrong n_past shows up as a violation.
+// is a hash of the whole sequence so far, and the logits are peaked on it; output rows are sampled by the real
+// reference sampler (kernels/sampling) with penalty state kept from the steps' input tokens, as a backend does.
+// It keeps the tokens it was fed in a paged "KV cache" and a per-slot running hash ("recurrent state"), and checks
+// on every step that the two agree, so a page shared by two live sequences, a wrong page table or a wrong n_past
+// shows up as a violation. Verify items keep the hash after each token so commit() can roll back.
 #pragma once
 
 #include <chrono>
@@ -22,6 +24,8 @@ struct FakeRunnerOptions {
   int32_t page_size = 4;
   int32_t n_pages = 256;
   int32_t n_slots = 8;
+  int32_t max_step_tokens = 4096;
+  int32_t max_verify_tokens = 16;
 };
 
 // One SeqStep as the fake received it (copied: the spans die with the step).
@@ -30,7 +34,8 @@ struct RecordedStep {
   std::vector<int32_t> page_table;
   int32_t n_past = 0;
   std::vector<int32_t> tokens;
-  bool need_logits = false;
+  bool need_logits = false;  // a sampled output row was asked for
+  bool verify = false;
 };
 
 class FakeRunner final : public ModelRunner {
@@ -44,13 +49,15 @@ class FakeRunner final : public ModelRunner {
 
   const ModelInfo& info() const override { return info_; }
   CacheGeometry geometry() const override;
+  StepCapacity capacity() const override { return {options_.max_step_tokens}; }
   Status reset_slot(int32_t slot) override;
-  Status forward(std::span<const SeqStep> steps, std::vector<float>& logits) override;
+  Status step(const StepRequest& request, StepResult& result) override;
+  Status commit(int32_t slot, int32_t n_keep) override;
 
   // Test hooks; thread-safe.
-  void fail_forward_at(int64_t call_index);  // that forward call (0-based) returns an error
-  void nan_at_forward(int64_t call_index);   // that forward call returns NaN logits
-  void throw_at_forward(int64_t call_index); // that forward call throws std::runtime_error (a contract breach)
+  void fail_forward_at(int64_t call_index);  // that step call (0-based) returns an error
+  void nan_at_forward(int64_t call_index);   // that step call computes NaN logits
+  void throw_at_forward(int64_t call_index); // that step call throws std::runtime_error (a contract breach)
   void set_forward_delay(std::chrono::microseconds delay);
   int64_t n_forward() const;
   std::vector<std::vector<RecordedStep>> calls() const;
@@ -60,6 +67,7 @@ class FakeRunner final : public ModelRunner {
   struct SlotState {
     int32_t n_tokens = 0;
     uint64_t hash = 0;
+    std::vector<SlotState> checkpoints;  // after each token of the last verify item
   };
   Status violation(std::string what);
 
@@ -68,6 +76,8 @@ class FakeRunner final : public ModelRunner {
   mutable std::mutex mutex_;
   std::vector<int32_t> kv_;  // [n_pages * page_size] the token stored at each cache position, -1 = never written
   std::vector<SlotState> slots_;
+  std::vector<int32_t> penalty_counts_;
+  std::vector<uint32_t> penalty_bits_;
   std::vector<std::vector<RecordedStep>> calls_;
   std::vector<std::string> violations_;
   int64_t n_forward_ = 0;

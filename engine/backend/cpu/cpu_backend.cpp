@@ -1,13 +1,14 @@
-// CpuBackend: memory, the elementwise ops, RMSNorm and the fp32 matmul. Attention and the Gated DeltaNet live in
-// cpu_attention.cpp and cpu_gdn.cpp. Tested against transformers in tests/golden.
+// CpuBackend: memory, the step, and each op as a call into the kernels' references (see cpu_backend.h).
 #include "backend/cpu/cpu_backend.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <thread>
 
-#include "model/linear_weight.h"
+#include "attention/attention.h"
+#include "elementwise/elementwise.h"
+#include "gdn/gdn.h"
+#include "norm/norm.h"
 
 namespace voltserve {
 
@@ -24,84 +25,215 @@ int32_t default_threads(int32_t requested) {
   return std::clamp(hw, 1, 8);
 }
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+kernels::gdn::Params gdn_params(const GdnParams& p) {
+  kernels::gdn::Params k;
+  k.n_k_heads = p.n_k_heads;
+  k.n_v_heads = p.n_v_heads;
+  k.head_k_dim = p.head_k_dim;
+  k.head_v_dim = p.head_v_dim;
+  k.conv_kernel = p.conv_kernel;
+  k.rms_norm_eps = p.rms_norm_eps;
+  return k;
+}
+
+kernels::gdn::State gdn_state(const GdnStateLayer& s, int32_t max_verify_tokens) {
+  kernels::gdn::State k;
+  k.conv = s.conv.f32();
+  k.recurrent = s.recurrent.f32();
+  k.conv_ckpt = s.conv_ckpt.empty() ? nullptr : s.conv_ckpt.f32();
+  k.recurrent_ckpt = s.recurrent_ckpt.empty() ? nullptr : s.recurrent_ckpt.f32();
+  k.max_ckpt_tokens = max_verify_tokens;
+  return k;
+}
+
+// Checkpoint rows per slot of a GDN state layer (0 without checkpoints).
+int32_t ckpt_rows_per_slot(const GdnStateLayer& s) {
+  if (s.recurrent_ckpt.empty() || s.recurrent.rows == 0) return 0;
+  return static_cast<int32_t>(s.recurrent_ckpt.rows / s.recurrent.rows);
+}
 
 }  // namespace
-
-void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out) {
-  float sum_sq = 0.0f;
-  for (int64_t i = 0; i < n; ++i) sum_sq += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(sum_sq / static_cast<float>(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = w ? x[i] * inv * w[i] : x[i] * inv;
-}
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : pool_(default_threads(options.n_threads)), gdn_mode_(options.gdn_mode) {}
 
-Tensor CpuBackend::alloc(int64_t rows, int64_t cols) {
-  Tensor t;
-  const auto n = static_cast<size_t>(std::max<int64_t>(1, rows * cols));
-  t.storage = std::shared_ptr<float>(new float[n](), std::default_delete<float[]>());
-  t.data = t.storage.get();
-  t.rows = rows;
-  t.cols = cols;
-  return t;
+void CpuBackend::fail(Status s) {
+  if (step_status_.is_ok()) step_status_ = std::move(s);
 }
 
-Tensor CpuBackend::upload(std::span<const float> host, int64_t rows, int64_t cols) {
-  Tensor t = alloc(rows, cols);
-  std::copy_n(host.data(), std::min<int64_t>(static_cast<int64_t>(host.size()), rows * cols), t.data);
-  return t;
+bool CpuBackend::check_f32(const Tensor& t, const char* op, const char* what) {
+  if (t.dtype == DType::kF32 && t.data != nullptr) return true;
+  fail(internal_error(std::string("cpu backend: ") + op + ": " + what + " must be a non-empty fp32 tensor"));
+  return false;
 }
 
-void CpuBackend::download(const Tensor& t, std::span<float> host) {
-  std::copy_n(t.data, std::min<int64_t>(static_cast<int64_t>(host.size()), t.numel()), host.data());
-}
-
-void CpuBackend::zero(Tensor& t, int64_t row_begin, int64_t row_end) {
-  std::fill(t.row(row_begin), t.row(row_end), 0.0f);
-}
-
-Result<std::unique_ptr<PreparedLinear>> CpuBackend::prepare_linear(const LinearWeight& w) {
-  std::vector<float> dense = dequantize(w);
-  if (static_cast<int64_t>(dense.size()) != w.n * w.k) {
-    return internal_error("dequantize of " + w.weight.name + " gave " + std::to_string(dense.size()) +
-                          " values, expected " + std::to_string(w.n * w.k));
+Result<Tensor> CpuBackend::alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) {
+  if (dtype != DType::kF32 && dtype != DType::kI32) {
+    return invalid_argument("cpu backend: " + std::string(what) + ": only fp32 and int32 tensors, got dtype " +
+                            std::to_string(static_cast<int>(dtype)));
   }
-  return std::unique_ptr<PreparedLinear>(std::make_unique<CpuLinear>(w.n, w.k, std::move(dense)));
+  if (rows < 0 || cols < 0) return invalid_argument("cpu backend: " + std::string(what) + ": negative shape");
+  const auto n = static_cast<size_t>(std::max<int64_t>(1, rows * cols));
+  allocations_.push_back(std::unique_ptr<float[]>(new float[n]()));
+  return Tensor{allocations_.back().get(), dtype, rows, cols, cols};
 }
 
-void CpuBackend::embed(const PreparedLinear& table, std::span<const int32_t> ids, Tensor& out) {
+Result<Tensor> CpuBackend::upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) {
+  if (static_cast<int64_t>(host.size()) != rows * cols) {
+    return invalid_argument("cpu backend: " + std::string(what) + ": " + std::to_string(host.size()) +
+                            " values for a [" + std::to_string(rows) + ", " + std::to_string(cols) + "] tensor");
+  }
+  VS_ASSIGN_OR_RETURN(Tensor t, alloc(rows, cols, DType::kF32, what));
+  std::copy(host.begin(), host.end(), t.f32());
+  return t;
+}
+
+Result<std::unique_ptr<PreparedLinear>> CpuBackend::prepare_linear(std::span<const kernels::HostWeightRef> parts,
+                                                                   std::string_view what) {
+  if (parts.empty()) return invalid_argument("cpu backend: " + std::string(what) + ": no weight parts");
+  const int64_t k = parts[0].k;
+  int64_t n = 0;
+  for (const auto& p : parts) {
+    if (p.k != k || p.n <= 0) {
+      return invalid_argument("cpu backend: " + std::string(what) + ": parts of a merged weight need one k (" +
+                              std::to_string(k) + " vs " + std::to_string(p.k) + ") and n > 0");
+    }
+    n += p.n;
+  }
+  std::vector<float> dense(static_cast<size_t>(n * k));
+  int64_t row0 = 0;
+  for (const auto& p : parts) {
+    pool_.parallel_for(p.n, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) kernels::dequantize_row_ref(p, r, dense.data() + (row0 + r) * k);
+    });
+    row0 += p.n;
+  }
+  return std::unique_ptr<PreparedLinear>(std::make_unique<CpuLinear>(n, k, std::move(dense)));
+}
+
+Status CpuBackend::configure(const StepLimits& limits) {
+  if (limits.max_tokens < 1 || limits.vocab_size < 1 || limits.n_slots < 1) {
+    return invalid_argument("cpu backend: step limits need max_tokens, vocab_size and n_slots >= 1");
+  }
+  limits_ = limits;
+  penalties_.vocab = limits.vocab_size;
+  penalties_.n_slots = limits.n_slots;
+  penalty_counts_.assign(static_cast<size_t>(limits.n_slots) * static_cast<size_t>(limits.vocab_size), 0);
+  penalty_bits_.assign(static_cast<size_t>(limits.n_slots) * static_cast<size_t>(penalties_.words()), 0u);
+  penalties_.counts = penalty_counts_.data();
+  penalties_.prompt_bits = penalty_bits_.data();
+  return Status::ok();
+}
+
+Status CpuBackend::reset_sampling_slot(int32_t slot) {
+  if (slot < 0 || slot >= limits_.n_slots) {
+    return out_of_range("cpu backend: sampling slot " + std::to_string(slot) + " outside [0, " +
+                        std::to_string(limits_.n_slots) + ")");
+  }
+  kernels::sampling::reset_penalties_ref(penalties_, slot);
+  return Status::ok();
+}
+
+void CpuBackend::zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) {
+  const size_t elem = dtype_bytes(t.dtype);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    std::memset(static_cast<char*>(t.data) + static_cast<size_t>(r * t.stride) * elem, 0,
+                static_cast<size_t>(t.cols) * elem);
+  }
+}
+
+Status CpuBackend::begin_step(const StepBatch& batch) {
+  step_status_ = Status::ok();
+  result_.clear();
+  if (limits_.max_tokens == 0) return internal_error("cpu backend: begin_step before configure");
+  if (batch.n_tokens() > limits_.max_tokens || static_cast<int32_t>(batch.seqs.size()) > limits_.max_seqs ||
+      static_cast<int32_t>(batch.page_table.size()) > limits_.max_page_refs ||
+      static_cast<int32_t>(batch.bias_ids.size()) > limits_.max_bias ||
+      static_cast<int32_t>(batch.outputs.size()) > limits_.max_tokens) {
+    return internal_error("cpu backend: the step exceeds the configured limits (" + std::to_string(batch.n_tokens()) +
+                          " tokens, " + std::to_string(batch.seqs.size()) + " sequences, " +
+                          std::to_string(batch.page_table.size()) + " page refs, " +
+                          std::to_string(batch.bias_ids.size()) + " bias entries)");
+  }
+  batch_ = &batch;
+  kernels::sampling::update_penalties_ref(penalties_, batch.tokens.data(), batch.seqs.data(),
+                                          static_cast<int32_t>(batch.seqs.size()));
+  result_.rows.resize(batch.outputs.size());
+  return Status::ok();
+}
+
+Status CpuBackend::end_step(StepResult& result) {
+  batch_ = nullptr;
+  result = std::move(result_);
+  result_ = StepResult{};
+  Status s = std::move(step_status_);
+  step_status_ = Status::ok();
+  return s;
+}
+
+void CpuBackend::embed(const PreparedLinear& table, Tensor& out) {
+  if (batch_ == nullptr || !check_f32(out, "embed", "out")) return;
   const auto& t = static_cast<const CpuLinear&>(table);
-  for (size_t i = 0; i < ids.size(); ++i) std::copy_n(t.row(ids[i]), t.k(), out.row(static_cast<int64_t>(i)));
+  kernels::elementwise::EmbedArgs a;
+  a.table = t.row(0);
+  a.table_dtype = DType::kF32;
+  a.hidden = t.k();
+  a.ids = batch_->tokens.data();
+  a.n_rows = batch_->n_tokens();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  kernels::elementwise::embed_ref(a);
 }
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  pool_.parallel_for(x.rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) rms_norm_row(x.row(r), w.data, x.cols, eps, out.row(r));
-  });
+  if (!check_f32(x, "rms_norm", "x") || !check_f32(out, "rms_norm", "out")) return;
+  kernels::norm::RmsNormArgs a;
+  a.x = x.f32();
+  a.x_stride = x.stride;
+  a.weight = w.empty() ? nullptr : w.f32();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.n_rows = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(x.cols);
+  a.eps = eps;
+  kernels::norm::rms_norm_ref(a, &pool_);
 }
 
 void CpuBackend::rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
-  pool_.parallel_for(x.rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* res = residual.row(r);
-      const float* xr = x.row(r);
-      for (int64_t i = 0; i < x.cols; ++i) res[i] += xr[i];
-      rms_norm_row(res, w.data, x.cols, eps, out.row(r));
-    }
-  });
+  if (!check_f32(x, "rms_norm_residual", "x") || !check_f32(residual, "rms_norm_residual", "residual") ||
+      !check_f32(out, "rms_norm_residual", "out")) {
+    return;
+  }
+  kernels::norm::RmsNormArgs a;
+  a.x = x.f32();
+  a.x_stride = x.stride;
+  a.residual = residual.f32();
+  a.residual_stride = residual.stride;
+  a.weight = w.empty() ? nullptr : w.f32();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.n_rows = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(x.cols);
+  a.eps = eps;
+  kernels::norm::rms_norm_ref(a, &pool_);
 }
 
 void CpuBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& out) {
+  if (!check_f32(x, "linear", "x") || !check_f32(out, "linear", "out")) return;
   const auto& w = static_cast<const CpuLinear&>(weight);
   const int64_t m = x.rows, n = w.n(), k = w.k();
+  if (x.cols != k || out.cols != n || out.rows < m) {
+    fail(internal_error("cpu backend: linear [" + std::to_string(n) + ", " + std::to_string(k) + "] on x [" +
+                        std::to_string(x.rows) + ", " + std::to_string(x.cols) + "] into [" +
+                        std::to_string(out.rows) + ", " + std::to_string(out.cols) + "]"));
+    return;
+  }
   // Parallel over output features: each y[i, j] is one dot product in a fixed order, so a token's result does not
   // depend on which other tokens share the batch (chunked prefill equals one full forward bit for bit).
   pool_.parallel_for(n, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, k * m)), [&](int64_t j0, int64_t j1) {
     for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x.row(i);
-      float* yi = out.row(i);
+      const float* xi = x.f32_row(i);
+      float* yi = out.f32_row(i);
       for (int64_t j = j0; j < j1; ++j) {
         const float* wj = w.row(j);
         float acc = 0.0f;
@@ -112,18 +244,192 @@ void CpuBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& o
   });
 }
 
-void CpuBackend::gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) {
-  for (size_t r = 0; r < rows.size(); ++r) std::copy_n(x.row(rows[r]), x.cols, out.row(static_cast<int64_t>(r)));
-}
-
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
-  const int64_t n = gate.numel();
-  for (int64_t i = 0; i < n; ++i) out.data[i] = silu(gate.data[i]) * up.data[i];
+  if (!check_f32(gate, "swiglu", "gate") || !check_f32(up, "swiglu", "up") || !check_f32(out, "swiglu", "out")) {
+    return;
+  }
+  kernels::elementwise::SwigluArgs a;
+  a.gate = gate.f32();
+  a.gate_stride = gate.stride;
+  a.up = up.f32();
+  a.up_stride = up.stride;
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.n_rows = static_cast<int32_t>(gate.rows);
+  a.n = static_cast<int32_t>(gate.cols);
+  kernels::elementwise::swiglu_ref(a, &pool_);
 }
 
-void CpuBackend::add(const Tensor& x, Tensor& residual) {
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) residual.data[i] += x.data[i];
+void CpuBackend::gather_output_rows(const Tensor& x, Tensor& out) {
+  if (batch_ == nullptr || !check_f32(x, "gather_output_rows", "x") ||
+      !check_f32(out, "gather_output_rows", "out")) {
+    return;
+  }
+  std::vector<int32_t> rows(batch_->outputs.size());
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = batch_->outputs[i].row;
+  kernels::elementwise::GatherArgs a;
+  a.x = x.data;
+  a.x_stride = x.stride;
+  a.rows = rows.data();
+  a.out = out.data;
+  a.out_stride = out.stride;
+  a.dtype = DType::kF32;
+  a.n_rows = static_cast<int32_t>(rows.size());
+  a.n = static_cast<int32_t>(x.cols);
+  kernels::elementwise::gather_rows_ref(a);
+}
+
+void CpuBackend::gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg,
+                                 const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) {
+  if (batch_ == nullptr || !check_f32(qg, "gated_attention", "qg") || !check_f32(out, "gated_attention", "out") ||
+      !check_f32(cache.k, "gated_attention", "k cache")) {
+    return;
+  }
+  kernels::attention::Params kp;
+  kp.n_heads = p.n_heads;
+  kp.n_kv_heads = p.n_kv_heads;
+  kp.head_dim = p.head_dim;
+  kp.rotary_dim = p.rotary_dim;
+  kp.rope_theta = p.rope_theta;
+  kp.rms_norm_eps = p.rms_norm_eps;
+  kp.page_size = p.page_size;
+  kernels::attention::RefArgs a;
+  a.qg = qg.f32();
+  a.qg_stride = qg.stride;
+  a.k = k.f32();
+  a.k_stride = k.stride;
+  a.v = v.f32();
+  a.v_stride = v.stride;
+  a.q_norm = w.q_norm.f32();
+  a.k_norm = w.k_norm.f32();
+  a.k_cache = cache.k.f32();
+  a.v_cache = cache.v.f32();
+  a.seqs = batch_->seqs.data();
+  a.n_seqs = static_cast<int32_t>(batch_->seqs.size());
+  a.page_table = batch_->page_table.data();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.parallel = &pool_;
+  kernels::attention::gated_attention_ref(kp, a);
+}
+
+void CpuBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
+                           const Tensor& b, const Tensor& a_in, GdnStateLayer& state, Tensor& out) {
+  if (batch_ == nullptr || !check_f32(qkv, "gdn_layer", "qkv") || !check_f32(out, "gdn_layer", "out") ||
+      !check_f32(state.recurrent, "gdn_layer", "state")) {
+    return;
+  }
+  const int32_t ckpt_rows = ckpt_rows_per_slot(state);
+  for (const kernels::SeqDesc& s : batch_->seqs) {
+    if (s.ckpt >= 0 && (ckpt_rows == 0 || s.n_tokens > ckpt_rows)) {
+      fail(internal_error("cpu backend: a verify item of " + std::to_string(s.n_tokens) + " tokens but " +
+                          std::to_string(ckpt_rows) + " checkpoint rows per slot"));
+      return;
+    }
+  }
+  kernels::gdn::RefArgs a;
+  a.qkv = qkv.f32();
+  a.qkv_stride = qkv.stride;
+  a.z = z.f32();
+  a.z_stride = z.stride;
+  a.b = b.f32();
+  a.b_stride = b.stride;
+  a.a = a_in.f32();
+  a.a_stride = a_in.stride;
+  a.w.conv = w.conv.f32();
+  a.w.a_log = w.a_log.f32();
+  a.w.dt_bias = w.dt_bias.f32();
+  a.w.norm_weight = w.norm_weight.f32();
+  a.state = gdn_state(state, ckpt_rows);
+  a.seqs = batch_->seqs.data();
+  a.n_seqs = static_cast<int32_t>(batch_->seqs.size());
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.mode = gdn_mode_ == GdnMode::kSequential ? kernels::gdn::Mode::kSequential
+           : gdn_mode_ == GdnMode::kChunked  ? kernels::gdn::Mode::kChunked
+                                             : kernels::gdn::Mode::kAuto;
+  a.parallel = &pool_;
+  kernels::gdn::gdn_ref(gdn_params(p), a);
+}
+
+Status CpuBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) {
+  const int32_t ckpt_rows = ckpt_rows_per_slot(state);
+  if (ckpt_rows == 0 || index < 0 || index >= ckpt_rows || slot < 0 || slot >= state.recurrent.rows) {
+    return internal_error("cpu backend: gdn_commit of checkpoint " + std::to_string(index) + " in slot " +
+                          std::to_string(slot) + " (" + std::to_string(ckpt_rows) + " rows per slot)");
+  }
+  const kernels::gdn::Commit c{slot, slot, index};
+  kernels::gdn::commit_ref(gdn_params(p), gdn_state(state, ckpt_rows), &c, 1);
+  return Status::ok();
+}
+
+void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) {
+  if (batch_ == nullptr || !check_f32(hidden, "lm_head_outputs", "hidden") ||
+      !check_f32(logits_ws, "lm_head_outputs", "logits")) {
+    return;
+  }
+  const auto& outputs = batch_->outputs;
+  const auto n_out = static_cast<int64_t>(outputs.size());
+  const int64_t vocab = head.n();
+  const int64_t chunk = logits_ws.rows;
+  for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
+    const int64_t nr = std::min(chunk, n_out - r0);
+    Tensor logits = logits_ws.first_rows(nr);
+    Tensor h{hidden.f32_row(r0), DType::kF32, nr, hidden.cols, hidden.stride};
+    linear(head, h, logits);
+    if (!step_status_.is_ok()) return;
+    std::vector<kernels::sampling::RowParams> params(static_cast<size_t>(nr));
+    for (int64_t i = 0; i < nr; ++i) {
+      const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
+      kernels::sampling::RowParams& p = params[static_cast<size_t>(i)];
+      p = o.sampling;
+      p.flags = ((o.flags & kOutSample) ? kernels::sampling::kSample : 0u) |
+                ((o.flags & kOutLogprobs) ? kernels::sampling::kLogprobs : 0u);
+      p.slot = -1;
+      for (const kernels::SeqDesc& s : batch_->seqs) {
+        if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens) p.slot = s.slot;
+      }
+    }
+    std::vector<int32_t> token(static_cast<size_t>(nr)), status(static_cast<size_t>(nr)),
+        nan_index(static_cast<size_t>(nr), -1), top_ids(static_cast<size_t>(nr * kernels::sampling::kMaxTopLogprobs));
+    std::vector<float> logprob(static_cast<size_t>(nr)), top_lp(static_cast<size_t>(nr * kernels::sampling::kMaxTopLogprobs));
+    kernels::sampling::RefArgs a;
+    a.logits = logits.f32();
+    a.logits_stride = logits.stride;
+    a.n_rows = static_cast<int32_t>(nr);
+    a.n_vocab_real = std::min<int32_t>(limits_.n_vocab_real > 0 ? limits_.n_vocab_real : static_cast<int32_t>(vocab),
+                                       static_cast<int32_t>(vocab));
+    a.rows = params.data();
+    a.bias_ids = batch_->bias_ids.data();
+    a.bias_values = batch_->bias_values.data();
+    a.penalties = penalties_;
+    a.out = {token.data(), logprob.data(), top_ids.data(), top_lp.data(), status.data(), nan_index.data()};
+    a.parallel = &pool_;
+    kernels::sampling::sample_ref(a);
+    for (int64_t i = 0; i < nr; ++i) {
+      const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
+      RowResult& res = result_.rows[static_cast<size_t>(r0 + i)];
+      res.token = token[static_cast<size_t>(i)];
+      res.status = status[static_cast<size_t>(i)];
+      res.nan_index = nan_index[static_cast<size_t>(i)];
+      if ((o.flags & kOutSample) && (o.flags & kOutLogprobs) && res.status == kernels::sampling::kRowOk) {
+        res.logprob = logprob[static_cast<size_t>(i)];
+        const int32_t n_top = std::clamp(o.sampling.n_top_logprobs, 0, kernels::sampling::kMaxTopLogprobs);
+        for (int32_t t = 0; t < n_top && t < a.n_vocab_real; ++t) {
+          const size_t at = static_cast<size_t>(i * kernels::sampling::kMaxTopLogprobs + t);
+          res.top.emplace_back(top_ids[at], top_lp[at]);
+        }
+      }
+      if (o.flags & kOutLogits) {
+        const float* row = logits.f32_row(i);
+        result_.logits.insert(result_.logits.end(), row, row + vocab);
+      }
+      if (o.flags & kOutHidden) {
+        const float* row = hidden.f32_row(r0 + i);
+        result_.hidden.insert(result_.hidden.end(), row, row + hidden.cols);
+      }
+    }
+  }
 }
 
 }  // namespace cpu

@@ -1,5 +1,6 @@
-// CpuBackend: the fp32 reference implementation of the Backend ops, plain loops over a small thread pool.
-// The oracle for every other backend; tested against transformers in tests/golden (qwen35_golden_test.cpp).
+// CpuBackend: the fp32 reference implementation of the Backend ops, an adapter over the kernels' CUDA-free
+// references (kernels/*/*_ref.cpp) on a small thread pool — the oracle of every other backend. Tested against
+// transformers in tests/golden (qwen35_golden_test.cpp) and by tests/model/backend_contract_test.cpp.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 namespace voltserve::cpu {
 
-// A dequantized linear weight, [n, k] fp32 row-major.
+// A dequantized linear weight, [n, k] fp32 row-major (the parts of a merged weight one after the other).
 class CpuLinear final : public PreparedLinear {
  public:
   CpuLinear(int64_t n, int64_t k, std::vector<float> w) : n_(n), k_(k), w_(std::move(w)) {}
@@ -30,34 +31,49 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options);
   std::string name() const override { return "cpu"; }
+  DType activation_dtype() const override { return DType::kF32; }
 
-  Tensor alloc(int64_t rows, int64_t cols) override;
-  Tensor upload(std::span<const float> host, int64_t rows, int64_t cols) override;
-  void download(const Tensor& t, std::span<float> host) override;
-  void zero(Tensor& t, int64_t row_begin, int64_t row_end) override;
-  Result<std::unique_ptr<PreparedLinear>> prepare_linear(const LinearWeight& w) override;
+  Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
+  Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
+  Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
+                                                         std::string_view what) override;
+  Status configure(const StepLimits& limits) override;
+  Status reset_sampling_slot(int32_t slot) override;
+  void zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) override;
 
-  void embed(const PreparedLinear& table, std::span<const int32_t> ids, Tensor& out) override;
+  Status begin_step(const StepBatch& batch) override;
+  Status end_step(StepResult& result) override;
+
+  void embed(const PreparedLinear& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) override;
   void linear(const PreparedLinear& w, const Tensor& x, Tensor& out) override;
-  void gather_rows(const Tensor& x, std::span<const int32_t> rows, Tensor& out) override;
   void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
-  void add(const Tensor& x, Tensor& residual) override;
-
+  void gather_output_rows(const Tensor& x, Tensor& out) override;
   void gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg, const Tensor& k,
-                       const Tensor& v, std::span<const SeqSegment> segs, KvCacheLayer& cache,
-                       Tensor& out) override;  // cpu_attention.cpp
+                       const Tensor& v, KvCacheLayer& cache, Tensor& out) override;
   void gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z, const Tensor& b,
-                 const Tensor& a, std::span<const SeqSegment> segs, GdnStateLayer& state,
-                 Tensor& out) override;  // cpu_gdn.cpp
+                 const Tensor& a, GdnStateLayer& state, Tensor& out) override;
+  Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) override;
+  void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) override;
 
  private:
+  // Records the first failure of the step (the sticky error end_step() returns).
+  void fail(Status s);
+  bool check_f32(const Tensor& t, const char* op, const char* what);
+
   ThreadPool pool_;
   GdnMode gdn_mode_;
+  StepLimits limits_;
+  std::vector<std::unique_ptr<float[]>> allocations_;
+  // Penalty state of every slot (kernels/sampling/sampling.h).
+  std::vector<int32_t> penalty_counts_;
+  std::vector<uint32_t> penalty_bits_;
+  kernels::sampling::PenaltyState penalties_;
+  // The current step.
+  const StepBatch* batch_ = nullptr;
+  Status step_status_;
+  StepResult result_;
 };
-
-// One row of the RMSNorm: out = x / sqrt(mean(x^2) + eps) * w (w may be null: no weight).
-void rms_norm_row(const float* x, const float* w, int64_t n, float eps, float* out);
 
 }  // namespace voltserve::cpu

@@ -21,7 +21,7 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t min_grain, const std::function<void(int64_t, int64_t)>& fn) const {
   if (n <= 0) return;
   const int64_t grain = std::max<int64_t>(1, min_grain);
   const int64_t max_parts = std::max<int64_t>(1, n / grain);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "voltserve/model_info.h"
 #include "voltserve/request.h"
 #include "voltserve/status.h"
 
@@ -41,7 +42,9 @@ class Engine {
  public:
   virtual ~Engine() = default;
 
-  // Takes ownership of the runner and starts the engine thread.
+  // Loads the model folder (ModelOptions::n_slots 0: config.max_running sequences) and starts the engine thread.
+  static Result<std::unique_ptr<Engine>> load(const ModelOptions& model, const EngineConfig& config);
+  // Takes ownership of a runner (tests: a fake model) and starts the engine thread.
   static Result<std::unique_ptr<Engine>> create(std::unique_ptr<ModelRunner> runner, const EngineConfig& config);
 
   // Queues a request. Fails with kInvalidArgument (bad request), kOutOfRange (prompt + max_new_tokens
@@ -56,6 +59,8 @@ class Engine {
   virtual void wait_idle() = 0;
   virtual int32_t context_length() const = 0;
   virtual int32_t vocab_size() const = 0;
+  // The model's facts; context_length is the engine's (the model's, bounded by the KV pool).
+  virtual const ModelInfo& model_info() const = 0;
 };
 
 }  // namespace voltserve

@@ -17,10 +17,12 @@ struct Request {
   std::string id;                       // for logs (`req=<id>`)
   std::vector<int32_t> prompt_ids;      // non-empty
   SamplingParams sampling;
-  int32_t max_new_tokens = 16;          // >= 1; the server has checked prompt + max_new_tokens <= context
+  int32_t max_new_tokens = 16;          // >= 1 (0 only with n_prompt_logits > 0: score the prompt, generate nothing)
   std::vector<int32_t> stop_token_ids;  // generation ends (finish_reason "stop") after emitting one of these
   bool ignore_eos = false;              // when true, stop_token_ids are not honoured
   int32_t n_top_logprobs = -1;          // -1: no logprobs; 0..20: logprob of the chosen token + this many alternatives
+  // > 0: return the fp32 logits (full vocabulary) of the last n_prompt_logits prompt positions in the final event.
+  int32_t n_prompt_logits = 0;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -43,6 +45,9 @@ struct Event {
   int32_t n_tokens_prompt = 0;                    // filled on the final event
   int32_t n_tokens_generated = 0;                 // filled on the final event
   int64_t ttft_us = 0;                            // submit -> first token, filled on the final event
+  // Request::n_prompt_logits > 0: [n_prompt_logits, vocab_size] logits of the last prompt positions, on the final
+  // event.
+  std::vector<float> prompt_logits;
 };
 
 // Called on the engine thread; must not block for long (push to a queue and return).

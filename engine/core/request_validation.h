@@ -1,5 +1,5 @@
 // What submit() checks before a request may queue: non-empty prompt, ids in the vocabulary, the context limit,
-// and sampling parameters in range. Every failure names the field. Tested in tests/scheduler/engine_test.cpp.
+// prompt logits within the prompt, and sampling parameters in range. Every failure names the field. Tested in tests/scheduler/engine_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Request validation at submit().
-#include "scheduler/request_validation.h"
+#include "core/request_validation.h"
 
 #include <cmath>
 #include <string>
@@ -27,8 +27,13 @@ Status validate_request(const Request& r, const RequestLimits& limits) {
                               " is outside the vocabulary [0, " + std::to_string(limits.vocab_size) + ")");
     }
   }
-  if (r.max_new_tokens < 1) {
-    return invalid_argument("max_new_tokens must be at least 1, got " + std::to_string(r.max_new_tokens));
+  if (r.n_prompt_logits < 0 || r.n_prompt_logits > n_prompt) {
+    return invalid_argument("n_prompt_logits must be in [0, " + std::to_string(n_prompt) + "] (the prompt's length), got " +
+                            std::to_string(r.n_prompt_logits));
+  }
+  if (r.max_new_tokens < (r.n_prompt_logits > 0 ? 0 : 1)) {
+    return invalid_argument("max_new_tokens must be at least " + std::string(r.n_prompt_logits > 0 ? "0" : "1") +
+                            ", got " + std::to_string(r.max_new_tokens));
   }
   if (n_prompt + r.max_new_tokens > limits.context_length) {
     return out_of_range("the prompt has " + std::to_string(n_prompt) + " tokens and max_new_tokens is " +

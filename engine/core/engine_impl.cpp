@@ -1,5 +1,6 @@
-// The engine thread: continuous batching over plan_step(), sampling, events, cancellation and fault handling.
-#include "scheduler/engine_impl.h"
+// The engine thread: continuous batching over plan_step(), the runner's per-row outputs (sampled ids, logprobs,
+// prompt logits), events, cancellation and fault handling.
+#include "core/engine_impl.h"
 
 #include <algorithm>
 #include <exception>
@@ -8,11 +9,19 @@
 
 #include <spdlog/spdlog.h>
 
-#include "scheduler/loggers.h"
+#include "core/loggers.h"
 
 namespace voltserve {
 
 namespace {
+
+// splitmix64's finalizer over (base, id): the seed of a request that did not bring one.
+uint64_t mix_seed(uint64_t base, uint64_t id) {
+  uint64_t z = base ^ (id * 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
 
 int64_t micros_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
@@ -41,6 +50,11 @@ Status check_config(const ModelRunner* runner, const EngineConfig& c) {
   if (g.page_size < 1 || g.n_pages < 1 || g.n_slots < 1) {
     return invalid_argument("the runner reports an empty cache: page_size " + std::to_string(g.page_size) +
                             ", n_pages " + std::to_string(g.n_pages) + ", n_slots " + std::to_string(g.n_slots));
+  }
+  if (runner->capacity().max_tokens < c.max_tokens_per_step) {
+    return invalid_argument("max_tokens_per_step (" + std::to_string(c.max_tokens_per_step) +
+                            ") exceeds the runner's step capacity (" + std::to_string(runner->capacity().max_tokens) +
+                            " tokens)");
   }
   return Status::ok();
 }
@@ -88,9 +102,11 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
     : runner_(std::move(runner)),
       config_(config),
       geometry_(runner_->geometry()),
+      model_info_(runner_->info()),
       pages_(geometry_.n_pages),
       slots_(geometry_.n_slots) {
   const ModelInfo& info = runner_->info();
+  model_info_.context_length = context_length;
   limits_.vocab_size = info.vocab_size;
   limits_.n_vocab_real = info.n_vocab_real > 0 ? info.n_vocab_real : info.vocab_size;
   limits_.context_length = context_length;
@@ -120,8 +136,7 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
   if (!sink) return invalid_argument("submit: the event sink is empty");
   const std::string name = request.id;
   const size_t n_prompt = request.prompt_ids.size();
-  auto seq = std::make_unique<Sequence>(0, std::move(request), std::move(sink), 0, limits_.n_vocab_real,
-                                        geometry_.page_size);
+  auto seq = std::make_unique<Sequence>(0, std::move(request), std::move(sink), geometry_.page_size);
   RequestId id = 0;
   {
     std::lock_guard lk(mutex_);
@@ -134,9 +149,19 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
     id = next_id_++;
     seq->id = id;
     if (seq->request.id.empty()) seq->request.id = "#" + std::to_string(id);  // logs always name the request
-    uint64_t sm = seed_base_ ^ (id * 0x9e3779b97f4a7c15ULL);
-    const uint64_t seed = seq->request.sampling.seed ? *seq->request.sampling.seed : splitmix64(sm);
-    seq->sampler = Sampler(seq->request.sampling, seed, limits_.n_vocab_real);
+    const SamplingParams& sp = seq->request.sampling;
+    kernels::sampling::RowParams& rp = seq->sampling;
+    rp.temperature = sp.temperature;
+    rp.top_p = sp.top_p;
+    rp.top_k = sp.top_k > 0 ? sp.top_k : 0;
+    rp.min_p = sp.min_p;
+    rp.presence_penalty = sp.presence_penalty;
+    rp.frequency_penalty = sp.frequency_penalty;
+    rp.repetition_penalty = sp.repetition_penalty;
+    rp.n_top_logprobs = std::max(0, seq->request.n_top_logprobs);
+    // A request without a seed gets one from the engine's random base, so two such requests differ.
+    rp.seed = sp.seed ? *sp.seed : mix_seed(seed_base_, id);
+    seq->logit_bias = sp.logit_bias;
     live_ids_.insert(id);
     ++n_waiting_;
     incoming_.push_back(std::move(seq));
@@ -270,9 +295,7 @@ bool EngineImpl::step() {
   }
   if (plan.items.empty()) return !plan.preempted.empty();
 
-  std::vector<SeqStep> steps;
-  steps.reserve(plan.items.size());
-  int32_t n_logits = 0;
+  // Admissions and pages first: a step's page tables must be final before the request points at them.
   for (const StepItem& item : plan.items) {
     Sequence& s = *seqs_[static_cast<size_t>(item.seq)];
     if (item.admit) {
@@ -301,25 +324,24 @@ bool EngineImpl::step() {
       fail_all(internal_error("scheduler planned more KV pages than are free"));
       return false;
     }
-    SeqStep st;
-    st.slot = s.slot;
-    st.page_table = s.pages.pages();
-    st.n_past = s.n_computed;
-    st.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.n_computed),
-                                                           static_cast<size_t>(item.n_tokens));
-    st.need_logits = item.need_logits;
-    n_logits += item.need_logits ? 1 : 0;
-    steps.push_back(st);
   }
+  build_request(plan);
   sched_log().debug("step {}: {} sequences, {} tokens, {} new pages, {} admitted, {} preempted", counters_.n_steps,
                     plan.items.size(), plan.n_tokens, plan.n_new_pages, plan.n_admitted, plan.preempted.size());
 
-  Status st = guarded([&] { return runner_->forward(steps, logits_); });
+  const StepRequest request{steps_, outputs_};
+  Status st = guarded([&] { return runner_->step(request, result_); });
   ++counters_.n_steps;
+  if (st.is_ok() && result_.rows.size() != outputs_.size()) {
+    st = internal_error("the runner returned " + std::to_string(result_.rows.size()) + " output rows, expected " +
+                        std::to_string(outputs_.size()));
+  }
   const size_t vocab = static_cast<size_t>(limits_.vocab_size);
-  if (st.is_ok() && logits_.size() != static_cast<size_t>(n_logits) * vocab) {
-    st = internal_error("the runner returned " + std::to_string(logits_.size()) + " logits, expected " +
-                        std::to_string(n_logits) + " rows x " + std::to_string(vocab));
+  size_t n_logit_rows = 0;
+  for (const RowRequest& o : outputs_) n_logit_rows += (o.flags & kOutLogits) ? 1 : 0;
+  if (st.is_ok() && result_.logits.size() != n_logit_rows * vocab) {
+    st = internal_error("the runner returned " + std::to_string(result_.logits.size()) + " logits, expected " +
+                        std::to_string(n_logit_rows) + " rows x " + std::to_string(vocab));
   }
   if (!st.is_ok()) {
     on_runner_failure(st);
@@ -327,35 +349,101 @@ bool EngineImpl::step() {
   }
   for (const StepItem& item : plan.items) seqs_[static_cast<size_t>(item.seq)]->n_computed += item.n_tokens;
 
-  size_t row = 0;
-  for (const StepItem& item : plan.items) {
-    if (!item.need_logits) continue;
-    const std::span<const float> logits = std::span<const float>(logits_).subspan(row * vocab, vocab);
-    ++row;
-    Sequence& s = *seqs_[static_cast<size_t>(item.seq)];
-    Result<int32_t> token = s.sampler.try_sample(logits, s.prompt(), s.generated());
-    if (!token.is_ok()) {
-      engine_log().error("req={} sampling failed: {}", s.request.id, token.status().to_string());
-      finish(s, FinishReason::kError, token.status());
+  size_t logits_row = 0;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const RowRequest& o = outputs_[i];
+    Sequence& s = *seqs_[static_cast<size_t>(plan.items[static_cast<size_t>(output_item_[i])].seq)];
+    if (o.flags & kOutLogits) {
+      const float* row = result_.logits.data() + logits_row * vocab;
+      s.prompt_logits.insert(s.prompt_logits.end(), row, row + vocab);
+      ++logits_row;
+    }
+    if (s.finished || (o.flags & kOutSample) == 0) continue;
+    const RowResult& r = result_.rows[i];
+    if (r.status == kernels::sampling::kNanLogits) {
+      const Status nan = internal_error("logits contain NaN (first at row " + std::to_string(r.nan_index) + " of " +
+                                        std::to_string(limits_.vocab_size) + ")");
+      engine_log().error("req={} sampling failed: {}", s.request.id, nan.to_string());
+      finish(s, FinishReason::kError, nan);
       continue;
     }
-    emit_token(s, *token, logits);
+    if (r.status != kernels::sampling::kRowOk || r.token < 0) {
+      const Status none = internal_error("no samplable token: every one of the " +
+                                         std::to_string(limits_.n_vocab_real) +
+                                         " real logits is -inf after logit_bias and penalties");
+      engine_log().error("req={} sampling failed: {}", s.request.id, none.to_string());
+      finish(s, FinishReason::kError, none);
+      continue;
+    }
+    emit_token(s, r);
+  }
+  // Score-only requests (n_prompt_logits, no generation) finish once their prompt is computed.
+  for (const StepItem& item : plan.items) {
+    Sequence& s = *seqs_[static_cast<size_t>(item.seq)];
+    if (!s.finished && s.request.max_new_tokens == 0 && s.n_computed >= s.n_prompt) {
+      finish(s, FinishReason::kLength, Status::ok());
+    }
   }
   return true;
 }
 
-void EngineImpl::emit_token(Sequence& seq, int32_t token, std::span<const float> logits_row) {
+void EngineImpl::build_request(const StepPlan& plan) {
+  steps_.clear();
+  outputs_.clear();
+  output_item_.clear();
+  for (size_t idx = 0; idx < plan.items.size(); ++idx) {
+    const StepItem& item = plan.items[idx];
+    Sequence& s = *seqs_[static_cast<size_t>(item.seq)];
+    SeqStep st;
+    st.slot = s.slot;
+    st.page_table = s.pages.pages();
+    st.n_past = s.n_computed;
+    st.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.n_computed),
+                                                           static_cast<size_t>(item.n_tokens));
+    st.n_prompt = s.n_prompt;
+    const auto seq_index = static_cast<int32_t>(steps_.size());
+    steps_.push_back(st);
+    // Prompt positions whose logits the request asked for.
+    const int32_t first_scored = s.n_prompt - s.request.n_prompt_logits;
+    for (int32_t t = 0; t < item.n_tokens && s.request.n_prompt_logits > 0; ++t) {
+      const int32_t pos = s.n_computed + t;
+      if (pos < first_scored || pos >= s.n_prompt) continue;
+      if (static_cast<int32_t>(s.prompt_logits.size() / static_cast<size_t>(limits_.vocab_size)) >
+          pos - first_scored) {
+        continue;  // recomputed after a preemption: already have it
+      }
+      RowRequest o;
+      o.seq = seq_index;
+      o.token_index = t;
+      o.flags = kOutLogits;
+      outputs_.push_back(o);
+      output_item_.push_back(static_cast<int32_t>(idx));
+    }
+    if (item.need_logits && s.request.max_new_tokens > 0) {
+      RowRequest o;
+      o.seq = seq_index;
+      o.token_index = item.n_tokens - 1;
+      o.flags = kOutSample | (s.request.n_top_logprobs >= 0 ? kOutLogprobs : 0u);
+      o.sampling = s.sampling;
+      o.sampling.draw_index = static_cast<uint64_t>(s.n_generated());
+      o.logit_bias = s.logit_bias;
+      outputs_.push_back(o);
+      output_item_.push_back(static_cast<int32_t>(idx));
+    }
+  }
+}
+
+void EngineImpl::emit_token(Sequence& seq, const RowResult& row) {
+  const int32_t token = row.token;
   if (seq.n_generated() == 0) seq.ttft_us = micros_since(seq.submitted_at);
   seq.tokens.push_back(token);
   ++counters_.n_tokens_generated_total;
   Event ev;
   ev.token_ids.push_back(token);
   if (seq.request.n_top_logprobs >= 0) {
-    TokenLogprob chosen;
+    ev.logprobs.push_back({token, row.logprob});
     std::vector<TokenLogprob> top;
-    log_softmax_top(logits_row.first(static_cast<size_t>(limits_.n_vocab_real)), token, seq.request.n_top_logprobs,
-                    chosen, top);
-    ev.logprobs.push_back(chosen);
+    for (const auto& [id, lp] : row.top) top.push_back({id, lp});
     ev.top_logprobs.push_back(std::move(top));
   }
   const std::vector<int32_t>& stops = seq.request.stop_token_ids;
@@ -396,6 +484,7 @@ void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event 
   event.n_tokens_prompt = seq.n_prompt;
   event.n_tokens_generated = seq.n_generated();
   event.ttft_us = seq.ttft_us;
+  if (reason != FinishReason::kError && reason != FinishReason::kCancelled) event.prompt_logits = std::move(seq.prompt_logits);
   if (reason == FinishReason::kError) {
     event.error = error.is_ok() ? internal_error("request failed") : std::move(error);
   }

@@ -1,5 +1,6 @@
-// The Engine: one thread owns the ModelRunner and loops plan -> forward -> sample -> emit events. Other threads
-// only submit, cancel and read stats through a mutex. Tested against a fake runner in tests/scheduler/.
+// The Engine: one thread owns the ModelRunner and loops plan -> step (the runner computes and samples) -> emit
+// events. Other threads only submit, cancel and read stats through a mutex. Tested against a fake runner in
+// tests/scheduler/ and on the fixture models in tests/golden.
 #pragma once
 
 #include <chrono>
@@ -13,9 +14,9 @@
 
 #include "cache/id_pool.h"
 #include "runner/model_runner.h"
-#include "scheduler/request_validation.h"
+#include "core/request_validation.h"
+#include "core/sequence.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/sequence.h"
 #include "voltserve/engine.h"
 
 namespace voltserve {
@@ -33,14 +34,17 @@ class EngineImpl final : public Engine {
   void wait_idle() override;
   int32_t context_length() const override { return limits_.context_length; }
   int32_t vocab_size() const override { return limits_.vocab_size; }
+  const ModelInfo& model_info() const override { return model_info_; }
 
  private:
   void run();
   // One scheduling step; false when nothing could be scheduled (the thread then sleeps until news arrive).
   bool step();
   void apply_cancels(const std::vector<RequestId>& ids);
-  // Emits `token` (and logprobs) for seq, and finishes it on a stop token or at its length limit.
-  void emit_token(Sequence& seq, int32_t token, std::span<const float> logits_row);
+  // Emits the sampled token (and logprobs) of `row` for seq, and finishes it on a stop token or at its length limit.
+  void emit_token(Sequence& seq, const RowResult& row);
+  // Builds the runner's request for the planned items (steps_, outputs_).
+  void build_request(const StepPlan& plan);
   // Frees the sequence's pages and slot, sends its final event (token_ids may carry a last token).
   void finish(Sequence& seq, FinishReason reason, Status error, Event event = {});
   void fail_all(const Status& error);
@@ -60,6 +64,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<ModelRunner> runner_;
   EngineConfig config_;
   CacheGeometry geometry_;
+  ModelInfo model_info_;
   RequestLimits limits_;
   SchedulerLimits sched_limits_;
 
@@ -81,7 +86,10 @@ class EngineImpl final : public Engine {
   std::vector<std::unique_ptr<Sequence>> seqs_;  // live sequences in arrival order
   PageAllocator pages_;
   SlotAllocator slots_;
-  std::vector<float> logits_;
+  std::vector<SeqStep> steps_;        // the step being built, reused
+  std::vector<RowRequest> outputs_;
+  std::vector<int32_t> output_item_;  // per output: its plan item
+  StepResult result_;
   bool logged_fault_ = false;
   EngineStats counters_;  // token, step and preemption counters, published into stats_
   uint64_t seed_base_ = 0;

@@ -1,5 +1,5 @@
 // Get-or-create of the named loggers; tolerant of another component registering the same name first.
-#include "scheduler/loggers.h"
+#include "core/loggers.h"
 
 #include <memory>
 #include <string>

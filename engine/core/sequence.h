@@ -1,25 +1,24 @@
-// One live request inside the engine thread: its tokens, progress, cache resources and sampler.
+// One live request inside the engine thread: its tokens, progress, cache resources and sampling parameters.
 // Owned and touched by the engine thread only.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "cache/page_table.h"
-#include "sampling/sampler.h"
+#include "sampling/sampling.h"
 #include "voltserve/request.h"
 
 namespace voltserve {
 
 struct Sequence {
-  Sequence(RequestId id_in, Request request_in, EventSink sink_in, uint64_t seed, int32_t n_vocab_real,
-           int32_t page_size)
+  Sequence(RequestId id_in, Request request_in, EventSink sink_in, int32_t page_size)
       : id(id_in),
         request(std::move(request_in)),
         sink(std::move(sink_in)),
-        sampler(request.sampling, seed, n_vocab_real),
         tokens(request.prompt_ids),
         n_prompt(static_cast<int32_t>(request.prompt_ids.size())),
         pages(page_size),
@@ -32,7 +31,9 @@ struct Sequence {
   RequestId id;
   Request request;
   EventSink sink;
-  Sampler sampler;
+  // The request's sampling parameters as the backend's sampler takes them (seed set; draw_index per token).
+  kernels::sampling::RowParams sampling;
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<int32_t> tokens;  // prompt + generated; the last generated one is computed in the next step
   int32_t n_prompt;
   int32_t n_computed = 0;       // positions already in the cache (reset to 0 by a preemption)
@@ -41,6 +42,7 @@ struct Sequence {
   bool finished = false;
   int32_t slot = -1;
   PageTable pages;
+  std::vector<float> prompt_logits;  // Request::n_prompt_logits rows, filled as the prompt is computed
   std::chrono::steady_clock::time_point submitted_at;
   int64_t ttft_us = 0;
 };

@@ -1,0 +1,20 @@
+// make_backend: the backend a name asks for — "cpu", "cuda" (when this build has it and a GPU is visible) or
+// "auto" (cuda where possible, otherwise cpu, and the log says which and why).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "voltserve/status.h"
+
+namespace voltserve {
+
+struct BackendOptions {
+  int32_t n_threads = 0;  // CPU backend threads; 0: min(hardware threads, 8)
+  GdnMode gdn_mode = GdnMode::kAuto;
+};
+
+Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const BackendOptions& options);
+
+}  // namespace voltserve

@@ -1,0 +1,34 @@
+// What the engine tells its users about the loaded model, and how to load one (Engine::load, engine.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace voltserve {
+
+struct ModelInfo {
+  std::string name;                    // the model folder's name
+  int32_t vocab_size = 0;              // rows of the logits (may include padding rows)
+  int32_t n_vocab_real = 0;            // ids >= this are padding and are never sampled
+  int32_t context_length = 0;          // max positions per sequence
+  int32_t hidden_size = 0;             // width of the hidden states
+  std::vector<int32_t> eos_token_ids;  // from config.json / generation_config.json
+  std::string backend;                 // "cpu" or "cuda", with the device where there is one
+};
+
+// How to load a model folder (a Hugging Face folder of the Qwen3.5 family).
+struct ModelOptions {
+  std::string model_dir;
+  std::string backend = "auto";  // cpu, cuda or auto (cuda when a GPU is visible, else cpu)
+  int32_t n_threads = 0;         // CPU backend threads; 0: min(hardware threads, 8)
+  int32_t max_context = 0;       // positions per sequence; 0: min(max_position_embeddings, 8192)
+  int32_t page_size = 16;        // tokens per KV page
+  int32_t n_slots = 0;           // sequences live at once; 0: the engine's max_running
+  int32_t n_pages = 0;           // KV pages shared by all sequences; 0: enough for n_slots full contexts
+  // Logit rows that are real tokens (the tokenizer's size); rows past it pad the matrix (Qwen3.5: 248077 of
+  // 248320) and are never sampled. 0: every row is real.
+  int32_t n_vocab_real = 0;
+};
+
+}  // namespace voltserve
