@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 
 namespace {
 double thread_cpu_s() {

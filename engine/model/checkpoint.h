@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/dtype.h"
+#include "model/safetensors_dtype.h"
 #include "voltserve/status.h"
 
 namespace voltserve {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/dtype.h"
+#include "model/safetensors_dtype.h"
 #include "voltserve/status.h"
 
 namespace voltserve {

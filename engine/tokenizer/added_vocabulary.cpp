@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve::tokenizer {
 namespace {

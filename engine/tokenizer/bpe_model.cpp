@@ -8,7 +8,7 @@
 #include <queue>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve::tokenizer {
 

@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve::tokenizer {
 namespace {

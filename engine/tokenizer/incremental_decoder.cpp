@@ -1,8 +1,8 @@
 // IncrementalDecoder (see tokenizer.h): decode() in pieces. Because lossy UTF-8 assembly decides each maximal
 // invalid subpart from the bytes so far, holding back only a trailing incomplete sequence keeps the chunks'
 // concatenation equal to decode() of all ids. Tested in tests/tokenizer/test_incremental_decoder.cpp.
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "voltserve/tokenizer.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve::tokenizer {
 namespace {

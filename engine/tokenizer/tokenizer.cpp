@@ -1,14 +1,14 @@
 // Tokenizer: loading and the encode/decode pipeline (see tokenizer.h). encode = added-token split on the raw text,
 // NFC per remaining segment, normalized added-token split, regex pre-tokenization, BPE per piece (as HF
 // `Tokenizer::encode`); decode = per-token ByteLevel bytes, then lossy UTF-8 (as HF `Tokenizer::decode`).
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "tokenizer/nfc.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve {
 

@@ -8,7 +8,7 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/nfc.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve::tokenizer {
 namespace {

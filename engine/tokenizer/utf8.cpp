@@ -1,6 +1,6 @@
 // UTF-8 validation and lossy assembly (see utf8.h). The byte-range table is the one in the Unicode Standard,
 // Table 3-7 "Well-Formed UTF-8 Byte Sequences".
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve::tokenizer {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 #include "voltserve/engine.h"
 #if __has_include("chat/chat_prompt.h")
 #include "chat/chat_prompt.h"

@@ -24,7 +24,7 @@
 #include "http/serve_settings.h"
 #include "http/server_context.h"
 #include "http/server_log.h"
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 #include "voltserve/engine.h"
 
 namespace voltserve::cli {

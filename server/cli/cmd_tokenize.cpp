@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 
 namespace voltserve::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include "chat/reasoning_parser.h"
 #include "chat/tool_calls.h"
 #include "openai/stop_matcher.h"
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 
 namespace voltserve::http {
 

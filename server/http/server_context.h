@@ -8,7 +8,7 @@
 #include <string>
 
 #include "chat/template/chat_template.h"
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 #include "http/metrics.h"
 #include "http/serve_options.h"
 #include "openai/request_limits.h"

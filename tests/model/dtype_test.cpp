@@ -1,7 +1,7 @@
 // DType names, sizes and safetensors spellings.
 #include <catch2/catch_test_macros.hpp>
 
-#include "model/dtype.h"
+#include "model/safetensors_dtype.h"
 
 using namespace voltserve;
 

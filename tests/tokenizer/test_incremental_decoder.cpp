@@ -4,8 +4,8 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "voltserve/tokenizer.h"
+#include "voltserve/utf8.h"
 
 using namespace voltserve;
 

@@ -5,7 +5,7 @@
 #include <utf8proc.h>
 
 #include "tokenizer/nfc.h"
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 using namespace voltserve::tokenizer;
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 
 using namespace voltserve;
 

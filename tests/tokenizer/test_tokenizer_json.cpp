@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/tokenizer.h"
+#include "voltserve/tokenizer.h"
 
 using namespace voltserve;
 using nlohmann::json;

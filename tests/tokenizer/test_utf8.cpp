@@ -5,7 +5,7 @@
 #include <random>
 #include <string>
 
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 using namespace voltserve::tokenizer;
 

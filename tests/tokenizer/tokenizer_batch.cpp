@@ -11,8 +11,8 @@
 #include <iostream>
 #include <string>
 
-#include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "voltserve/tokenizer.h"
+#include "voltserve/utf8.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include <utf8proc.h>
 
-#include "tokenizer/utf8.h"
+#include "voltserve/utf8.h"
 
 namespace voltserve::chat::py {
 namespace {

@@ -1,6 +1,7 @@
 // Tokenizer: a Hugging Face `tokenizer.json` byte-level BPE (Qwen2/3/3.5 style) with its added tokens, plus the
-// bits of tokenizer_config.json the server needs. Tested id-for-id against the `tokenizers` library on the real
-// Qwen3 tokenizer and the Qwen3.5-style fixture (tests/tokenizer/, tools/tokenizer_diff.py).
+// bits of tokenizer_config.json the server needs. Public: the server tokenizes and detokenizes, the engine sees ids
+// only (implementation in engine/tokenizer/). Tested id-for-id against the `tokenizers` library on the real Qwen3
+// tokenizer and the Qwen3.5-style fixture (tests/tokenizer/, tools/tokenizer_diff.py).
 #pragma once
 
 #include <cstdint>

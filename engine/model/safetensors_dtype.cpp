@@ -1,5 +1,5 @@
 // DType names and sizes (safetensors spellings).
-#include "model/dtype.h"
+#include "model/safetensors_dtype.h"
 
 namespace voltserve {
 

@@ -1,5 +1,6 @@
-// UTF-8 helpers for the tokenizer: validation, and lossy assembly of byte strings into text with the same
-// replacement rule as Rust's String::from_utf8_lossy (one U+FFFD per maximal invalid subpart), which HF decode uses.
+// UTF-8 helpers of the tokenizer, public for the server's text handling (chat templates): validation, and lossy
+// assembly of byte strings into text with the same replacement rule as Rust's String::from_utf8_lossy (one U+FFFD
+// per maximal invalid subpart), which HF decode uses.
 // Tested in tests/tokenizer/test_utf8.cpp against hand-made byte sequences from the Unicode "best practice" table.
 #pragma once
 
