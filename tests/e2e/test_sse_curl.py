@@ -4,6 +4,7 @@ are plain HTTP errors (no 200)."""
 import json
 import subprocess
 import threading
+import time
 
 from harness import Checks, Server, sse_events
 
@@ -20,7 +21,7 @@ def curl(srv, path, body, extra=()):
 
 
 def main():
-    with Server("--max-running", "1", "--keepalive-interval", "0.2") as srv:
+    with Server("--max-running", "1", "--keepalive-interval", "0.05") as srv:
         def framing(c):
             status, headers, body = curl(srv, "/v1/chat/completions",
                                          {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10,
@@ -52,9 +53,13 @@ def main():
 
         def keepalive_while_waiting(c):
             # max_running 1: a long request holds the only slot, a second stream waits and gets comments.
-            long_req = {"prompt": "a", "max_tokens": 900, "ignore_eos": True}
+            long_req = {"prompt": "a", "max_tokens": 1000, "ignore_eos": True}
             t = threading.Thread(target=lambda: srv.post("/v1/completions", long_req, timeout=120))
             t.start()
+            # The long request must hold the slot before the stream arrives, or the stream would not wait.
+            deadline = time.monotonic() + 30
+            while srv.metrics().get("voltserve_num_requests_running", 0) < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
             status, _, body = curl(srv, "/v1/completions", {"prompt": "b", "max_tokens": 2, "stream": True})
             t.join()
             datas, comments = sse_events(body)
