@@ -5,7 +5,7 @@
 // the same from one step of the same size to the next and a device backend can capture a step as a graph. Ops
 // report failures into a sticky per-step error that end_step() returns. Sampling is an op: a device returns token
 // ids and logprobs, never the full logits unless asked. The CPU backend (backend/cpu/) is the fp32 reference over
-// kernels/*/_ref.cpp; tested against transformers in tests/golden and by tests/model/backend_contract_test.cpp.
+// kernels/*/*_ref.cpp; tested against transformers in tests/golden, and by tests/golden/runner_contract_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -9,7 +9,7 @@ namespace voltserve::kernels::sm80 {
 
 namespace {
 
-// Scores: H200 sweep of 2026-11-30 (`bench_linear --sweep-only` after a 25 ms warm-up per measurement, 11 weight
+// Scores: an H200 sweep (`bench_linear --sweep-only` after a 25 ms warm-up per measurement, 11 weight
 // shapes of the 27B model including the merged projections, M = 1 and 8 for one token tile, 16 for two), median of
 // measured % of the read ceiling over wave_fill. Leave-one-shape-out, this pick reached 73.4% (NVFP4) and 85.8% (FP8)
 // of the ceiling, weighted by the shapes' bytes over M = 1, 8, 16, against 74.2% / 86.6% for the best variant per
@@ -25,7 +25,7 @@ const std::vector<DecodeCandidate> kCandidates = {
     {2, 1, 8, 1, {{81, 29}, {110, 91}}},    {7, 1, 16, 1, {{46, 37}, {66, 56}}},
     {23, 1, 4, 2, {{60, 43}, {84, 72}}},    {24, 2, 4, 2, {{79, 60}, {108, 90}}},
     {25, 1, 8, 2, {{49, 29}, {72, 57}}},    {26, 1, 4, 2, {{67, 44}, {89, 83}}},
-    // Added after the sweeps of 2026-11-30 (fifth session): scored the same way on two new sweeps, then rescaled by
+    // Scored the same way on two later sweeps, then rescaled by
     // the median ratio of the scores above to their own new scores (per format and token tiles), so that all scores
     // stay on one scale. They win where a weight's tiles just fit 7 or 8 blocks per SM (merged q+k+v, qkv+z).
     {27, 1, 4, 1, {{115, 67}, {139, 116}}}, {28, 1, 4, 1, {{119, 60}, {148, 115}}},

@@ -2,7 +2,7 @@
 // fills the GPU. CUDA-free so that the CPU tests cover it (tests/kernels/linear_decode_pick_test.cpp); the kernel
 // side (linear_sm80.cu) supplies the device: SM count and each candidate's resident blocks per SM.
 //
-// Model (fitted and cross-validated on the H200 sweep of 2026-11-30, bench/RESULTS.md): a decode kernel streams
+// Model (fitted and cross-validated on an H200 sweep, bench/RESULTS.md): a decode kernel streams
 // best when its blocks fill whole waves of the GPU's block slots (a 512-block grid on 528 slots: 84%; the same
 // weight in 640 slots: 76%), so predicted % of ceiling = fill(blocks, SMs x resident blocks per SM) x score, where
 // score is the candidate's own efficiency: the median over the 27B shapes of measured % / fill.

@@ -601,7 +601,7 @@ int default_tuning(bool fp8, int n_tiles, int nt) {
 }
 
 // L2 prefetch budget of the FP8 decode kernels (LinearArgs::l2_prefetch_kib = -1): 8 MiB over the whole weight,
-// the best budget on every 27B shape in the H200 sweep of 2026-11-30 (`bench_linear --prefetch-sweep`,
+// the best budget on every 27B shape in an H200 sweep (`bench_linear --prefetch-sweep`,
 // bench/RESULTS.md): +2.5 to +6 points of the read ceiling; more than ~12 MiB costs again. NVFP4 kernels do not
 // prefetch: every budget measured slower there (their decode, not DRAM, is the co-bottleneck).
 constexpr int kFp8PrefetchKib = 8192;

@@ -1,7 +1,7 @@
 // Load-time prepack of NVFP4 / FP8 weights into a kernel family's fragment order, and its exact inverse.
 // A pure permutation of code bits and scale bytes (plus zero padding to whole tiles, which unpack drops); sm80 NVFP4
 // words additionally have their bits placed for the table-free decode (nvfp4_bits.h):
-// tests/kernels/prepack_test.cpp checks unpack(prepack(w)) == w byte for byte.
+// tests/kernels/linear_prepack_test.cpp checks unpack(prepack(w)) == w byte for byte.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // The bridge from one HTTP request to its engine requests (one per choice): submits them, receives their events
 // on a thread-safe queue (the engine thread only pushes), and cancels whatever is unfinished when the request
-// goes away (client disconnect, timeout, error). Tested through tests/server/http_server_test.cpp.
+// goes away (client disconnect, timeout, error). Tested through the e2e suites (tests/e2e/).
 #pragma once
 
 #include <chrono>

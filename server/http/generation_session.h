@@ -1,7 +1,7 @@
 // The life cycle shared by the chat and completion routes: wait for engine events (keep-alives while waiting,
 // a timeout at --request-timeout), turn them into SSE text or one JSON body through the route's hooks, end with
 // an error event or the usage chunk and [DONE], cancel on disconnect, and write the access-log record once.
-// Tested through tests/server/http_server_test.cpp and the e2e suites.
+// Tested through the e2e suites (tests/e2e/).
 #pragma once
 
 #include <chrono>

@@ -1,7 +1,7 @@
 // The HTTP server: cpp-httplib routes for the OpenAI API and the service endpoints, with the request-id,
 // CORS, API-key and phase (loading/draining) checks run before any body is read, one error wrapper per route
 // mapping openai::ApiError through the error table, and JSON bodies for the library's own 404/413 answers.
-// Tested by tests/server/http_server_test.cpp (fake engine) and tests/e2e/ (the real binary).
+// Tested by tests/e2e/ (the real binary).
 #pragma once
 
 #include <memory>

@@ -1,6 +1,6 @@
 // CpuBackend: the fp32 reference implementation of the Backend ops, an adapter over the kernels' CUDA-free
 // references (kernels/*/*_ref.cpp) on a small thread pool — the oracle of every other backend. Tested against
-// transformers in tests/golden (qwen35_golden_test.cpp) and by tests/model/backend_contract_test.cpp.
+// transformers in tests/golden (qwen35_golden_test.cpp) and by tests/golden/runner_contract_test.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // UTF-8 text helpers with Python `str` semantics (code-point indexing, str.isspace(), case mapping, isprintable),
-// which Jinja templates inherit from Python. Tested by tests/chat/template_text_test.cpp and the differential tests.
+// which Jinja templates inherit from Python. Tested by tests/chat/template_engine_test.cpp and the differential tests.
 #pragma once
 
 #include <cstdint>

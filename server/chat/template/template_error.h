@@ -1,5 +1,5 @@
 // TemplateError: every parse and render failure of a chat template, with the template line (and column when known).
-// Thrown by ChatTemplate::parse/render and by raise_exception(); tested in tests/chat/template_error_test.cpp.
+// Thrown by ChatTemplate::parse/render and by raise_exception(); tested in tests/chat/template_limits_test.cpp.
 #pragma once
 
 #include <stdexcept>
