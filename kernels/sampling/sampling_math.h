@@ -106,6 +106,9 @@ VS_HD uint64_t composite_key(uint32_t key, int32_t id) {
 VS_HD uint32_t composite_order(uint64_t c) { return static_cast<uint32_t>(c >> 32); }
 VS_HD int32_t composite_id(uint64_t c) { return static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(c)); }
 
+// PenaltyState::words() for device code (the contract's member function is host-only).
+VS_HD int32_t state_words(const PenaltyState& s) { return (s.vocab + 31) / 32; }
+
 // ---- Steps 1-3 per element (process_logits_ref).
 struct RowProcess {
   const int32_t* bias_ids = nullptr;  // the row's entries, bias_count of them
@@ -132,7 +135,7 @@ VS_HD RowProcess row_process(const RowParams& row, const int32_t* bias_ids, cons
     p.pf_on = row.presence_penalty != 0.0f || row.frequency_penalty != 0.0f;
     p.penalized = p.rep_on || p.pf_on;
     p.counts = pen.counts + static_cast<int64_t>(row.slot) * pen.vocab;
-    p.prompt_bits = pen.prompt_bits + static_cast<int64_t>(row.slot) * pen.words();
+    p.prompt_bits = pen.prompt_bits + static_cast<int64_t>(row.slot) * state_words(pen);
     p.limit = n_vocab_real < pen.vocab ? n_vocab_real : pen.vocab;
     p.rep = row.repetition_penalty;
     p.presence = row.presence_penalty;
@@ -166,16 +169,17 @@ VS_HD float process_value(float raw, int32_t id, bool maybe_biased, int32_t coun
 // ---- The temperature softmax (final_distribution_ref): the survivors are the processed logits above -inf, or
 // only the +inf ones when there is one (each of weight 1). A survivor's weight is exp(x / T - max / T) in double,
 // at most 1 (the maximum's).
-struct Softmax {
-  double inv_t = 1.0;
-  double m = 0.0;  // max * inv_t
-  bool has_pos_inf = false;
+struct Softmax {  // trivial (no initialisers): it lives in the finish kernel's shared memory
+  double inv_t;
+  double m;  // max * inv_t
+  bool has_pos_inf;
 };
 
 VS_HD Softmax make_softmax(float temperature, uint32_t max_key) {
-  Softmax s;
+  Softmax s{};
   s.inv_t = 1.0 / static_cast<double>(temperature);
   s.has_pos_inf = max_key == pos_inf_key();
+  s.m = 0.0;
   if (!s.has_pos_inf) s.m = mul_rn(static_cast<double>(key_value(max_key)), s.inv_t);
   return s;
 }
@@ -276,26 +280,38 @@ enum RowPath : int32_t {
   kPathGeneral = 4,     // a filter's cut lies past the candidates: radix descents over the whole row
 };
 
-struct RowPlan {
-  int32_t status = kRowOk;
-  int32_t nan_index = -1;
-  int32_t token = -1;
-  int32_t path = kPathDone;
-  uint32_t max_key = kNoKey;
-  int32_t n_surv = 0;   // survivors (the +inf ones when there is one)
+struct RowPlan {  // trivial (no initialisers): it lives in the finish kernel's shared memory; see new_plan()
+  int32_t status;
+  int32_t nan_index;
+  int32_t token;
+  int32_t path;
+  uint32_t max_key;
+  int32_t n_surv;  // survivors (the +inf ones when there is one)
   Softmax softmax;
-  double total = 0.0;   // softmax mass of all survivors from the slices' sums (when computed)
-  double u = 0.0;       // the draw
-  int32_t walk_slice = -1;
-  double walk_target = 0.0;  // mass into walk_slice at which the draw falls
+  double total;  // softmax mass of all survivors from the slices' sums (when computed)
+  double u;      // the draw
+  int32_t walk_slice;
+  double walk_target;  // mass into walk_slice at which the draw falls
 };
+
+VS_HD RowPlan new_plan() {
+  RowPlan p{};
+  p.status = kRowOk;
+  p.nan_index = -1;
+  p.token = -1;
+  p.path = kPathDone;
+  p.max_key = kNoKey;
+  p.walk_slice = -1;
+  p.softmax = Softmax{1.0, 0.0, false};
+  return p;
+}
 
 VS_HD bool filters_on(const RowParams& row, int32_t n_surv) {
   return (row.top_k > 0 && row.top_k < n_surv) || row.top_p < 1.0f || row.min_p > 0.0f;
 }
 
 VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slices) {
-  RowPlan p;
+  RowPlan p = new_plan();
   const RowNeeds needs = row_needs(row);
   if (!needs.sample) return p;
   for (int32_t s = 0; s < n_slices; ++s) {
@@ -479,8 +495,8 @@ struct Descent {
   uint64_t count_above = 0, mass_above = 0;
   uint64_t n_ties = 0, w_tie = 0;
   uint64_t tie = 0;
-  uint64_t position() const { return count_above + tie; }
-  uint64_t mass_through() const { return mass_above + tie * w_tie; }  // mass of positions 1..position()
+  VS_HD uint64_t position() const { return count_above + tie; }
+  VS_HD uint64_t mass_through() const { return mass_above + tie * w_tie; }  // mass of positions 1..position()
 };
 
 // The general path's targets: the fixed-point limit of top-p over a list of mass `total`, and the draw's.
