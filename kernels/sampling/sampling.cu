@@ -191,51 +191,106 @@ struct SelectSmem {
   uint32_t count;
 };
 
-// Writes to out (unordered) the min(want, n_valid) largest of comp(0..n), composite keys (distinct; 0: not a
-// candidate; n_valid of them non-zero). Radix descent over the 64-bit keys, 8 bits a level, until the bin at the
-// cut is taken whole; then every key at or above the cut is gathered.
+// The cut of the `want` largest of comp(0..n), composite keys (distinct; 0: not a candidate; n_valid of them
+// non-zero, n_valid > want): a key t such that exactly `want` keys are >= t. Radix descent over the 64-bit keys, 8
+// bits a level, until the bin at the cut is taken whole.
 template <int kThreads, class Comp>
-__device__ int32_t block_select(const Comp& comp, int32_t n, int32_t n_valid, int32_t want, uint64_t* out,
-                                SelectSmem& sm) {
-  const int32_t take = want < n_valid ? want : n_valid;
-  if (take <= 0) return 0;
-  uint64_t threshold = 1;  // every candidate
-  if (n_valid > want) {
-    uint64_t prefix = 0, need = static_cast<uint64_t>(want);
-    for (int level = 0; level < 8; ++level) {
-      const int shift = 56 - 8 * level;
-      for (int i = threadIdx.x; i < 256; i += kThreads) sm.hist[i] = 0;
-      __syncthreads();
-      for (int32_t base = 0; base < n; base += kThreads) {
-        const int32_t e = base + static_cast<int32_t>(threadIdx.x);
-        const uint64_t c = e < n ? comp(e) : 0;
-        const bool match = c != 0 && (level == 0 || (c >> (shift + 8)) == (prefix >> (shift + 8)));
-        warp_count_add(match, static_cast<uint32_t>((c >> shift) & 255), sm.hist);
-      }
-      __syncthreads();
-      if (threadIdx.x < 32) warp_decide(sm.hist, nullptr, SelectMode::kCount, need, 0, 0, &sm.dec);
-      __syncthreads();
-      const Decision d = sm.dec;
-      if (!d.found) break;  // cannot happen (n_valid > want keys match); never index hist with it
-      prefix |= static_cast<uint64_t>(d.bin) << shift;
-      need -= d.count_above;
-      const bool whole_bin = need == sm.hist[d.bin];
-      __syncthreads();  // hist and dec read by all before the next level clears them
-      if (whole_bin) break;
+__device__ uint64_t block_cut(const Comp& comp, int32_t n, int32_t want, SelectSmem& sm) {
+  uint64_t prefix = 0, need = static_cast<uint64_t>(want);
+  for (int level = 0; level < 8; ++level) {
+    const int shift = 56 - 8 * level;
+    for (int i = threadIdx.x; i < 256; i += kThreads) sm.hist[i] = 0;
+    __syncthreads();
+    for (int32_t base = 0; base < n; base += kThreads) {
+      const int32_t e = base + static_cast<int32_t>(threadIdx.x);
+      const uint64_t c = e < n ? comp(e) : 0;
+      const bool match = c != 0 && (level == 0 || (c >> (shift + 8)) == (prefix >> (shift + 8)));
+      warp_count_add(match, static_cast<uint32_t>((c >> shift) & 255), sm.hist);
     }
-    threshold = prefix;
+    __syncthreads();
+    if (threadIdx.x < 32) warp_decide(sm.hist, nullptr, SelectMode::kCount, need, 0, 0, &sm.dec);
+    __syncthreads();
+    const Decision d = sm.dec;
+    if (!d.found) break;  // cannot happen (n_valid > want keys match); never index hist with it
+    prefix |= static_cast<uint64_t>(d.bin) << shift;
+    need -= d.count_above;
+    const bool whole_bin = need == sm.hist[d.bin];
+    __syncthreads();  // hist and dec read by all before the next level clears them (or the caller reuses sm)
+    if (whole_bin) break;
   }
+  return prefix;
+}
+
+// Writes to out (unordered) the keys comp(e) >= cut, at most `take` of them.
+template <int kThreads, class Comp>
+__device__ void block_gather(const Comp& comp, int32_t n, uint64_t cut, int32_t take, uint64_t* out, SelectSmem& sm) {
   if (threadIdx.x == 0) sm.count = 0;
   __syncthreads();
   for (int32_t e = threadIdx.x; e < n; e += kThreads) {
     const uint64_t c = comp(e);
-    if (c != 0 && c >= threshold) {
+    if (c != 0 && c >= cut) {
       const uint32_t slot = atomicAdd(&sm.count, 1u);
       if (slot < static_cast<uint32_t>(take)) out[slot] = c;
     }
   }
   __syncthreads();
+}
+
+// Writes to out (unordered) the min(want, n_valid) largest of comp(0..n) (see block_cut); returns how many.
+template <int kThreads, class Comp>
+__device__ int32_t block_select(const Comp& comp, int32_t n, int32_t n_valid, int32_t want, uint64_t* out,
+                                SelectSmem& sm) {
+  const int32_t take = want < n_valid ? want : n_valid;
+  if (take <= 0) return 0;
+  const uint64_t cut = n_valid > want ? block_cut<kThreads>(comp, n, want, sm) : 1;
+  block_gather<kThreads>(comp, n, cut, take, out, sm);
   return take;
+}
+
+// block_select for a slice, with a prefilter: the want-th largest of the threads' own maxima (thread_max: the
+// largest comp of the thread's elements, 0 if none) is at most the want-th largest key, since that many keys reach
+// it; only the keys at or above it (typically a few times `want`) go through the descent, from `buf`. Falls back to
+// the whole slice if more than kPrefilterCap pass.
+constexpr int kPrefilterCap = 512;
+struct PrefilterSmem {
+  uint64_t maxima[kScanThreads];
+  uint64_t buf[kPrefilterCap];
+};
+
+template <int kThreads, class Comp>
+__device__ int32_t slice_select(const Comp& comp, int32_t n, int32_t n_valid, int32_t want, uint64_t thread_max,
+                                uint64_t* out, SelectSmem& sm, PrefilterSmem& pf) {
+  static_assert(kThreads <= kScanThreads, "one maximum per thread");
+  const int32_t take = want < n_valid ? want : n_valid;
+  if (take <= 0) return 0;
+  if (n_valid <= want) {
+    block_gather<kThreads>(comp, n, 1, take, out, sm);
+    return take;
+  }
+  pf.maxima[threadIdx.x] = thread_max;
+  const int32_t n_maxima = __syncthreads_count(thread_max != 0);
+  if (n_maxima < want) return block_select<kThreads>(comp, n, n_valid, want, out, sm);
+  const uint64_t floor =
+      n_maxima > want ? block_cut<kThreads>([&](int32_t e) { return pf.maxima[e]; }, kThreads, want, sm) : 1;
+  // Compact the keys >= floor into buf (warp-aggregated appends; order does not matter).
+  if (threadIdx.x == 0) sm.count = 0;
+  __syncthreads();
+  for (int32_t base = 0; base < n; base += kThreads) {
+    const int32_t e = base + static_cast<int32_t>(threadIdx.x);
+    const uint64_t c = e < n ? comp(e) : 0;
+    const bool keep = c != 0 && c >= floor;
+    const uint32_t mask = __ballot_sync(kFull, keep);
+    uint32_t first = 0;
+    if (lane_id() == 0 && mask != 0) first = atomicAdd(&sm.count, static_cast<uint32_t>(__popc(mask)));
+    first = __shfl_sync(kFull, first, 0);
+    const uint32_t slot = first + static_cast<uint32_t>(__popc(mask & ((1u << lane_id()) - 1u)));
+    if (keep && slot < static_cast<uint32_t>(kPrefilterCap)) pf.buf[slot] = c;
+  }
+  __syncthreads();
+  const int32_t m = static_cast<int32_t>(sm.count);
+  __syncthreads();  // count read by all before block_select resets it
+  if (m > kPrefilterCap) return block_select<kThreads>(comp, n, n_valid, want, out, sm);
+  return block_select<kThreads>([&](int32_t e) { return pf.buf[e]; }, m, m, want, out, sm);
 }
 
 // Sorts keys[0, n) (n <= blockDim.x, distinct) into out: descending composite keys, or ascending ids when by_id;
@@ -296,6 +351,7 @@ struct ScanSmem {
   float pv[kSliceSize];  // processed; -inf: not a survivor
   uint32_t bias_bits[kSliceSize / 32];
   SelectSmem sel;
+  PrefilterSmem pf;
   double scratch[kScanThreads / 32];
   double sum;
   ull best;  // max composite key over survivors
@@ -400,14 +456,24 @@ __global__ void __launch_bounds__(kScanThreads, 3) scan_kernel(const Params p) {
     }
     st.sum_t = block_sum<kScanThreads>(local, sm.scratch, &sm.sum);
   }
+  // A thread's own largest key for slice_select's prefilter (its elements are e = tid + k * kScanThreads).
+  auto thread_max = [&](const auto& comp) {
+    uint64_t m = 0;
+    for (int k = 0; k < kScanPerThread; ++k) {
+      const int e = tid + k * kScanThreads;
+      const uint64_t c = e < len ? comp(e) : 0;
+      m = c > m ? c : m;
+    }
+    return m;
+  };
   if (needs.candidates) {
     const ScanSmem& cs = sm;
-    st.n_cand = block_select<kScanThreads>(
-        [&](int32_t e) -> uint64_t {
-          const float v = cs.pv[e];
-          return v > neg_inf() ? composite_key(order_key(v), lo + e) : 0;
-        },
-        len, st.n_surv, kCandidates, p.cand + slot * kCandidates, sm.sel);
+    const auto comp = [&](int32_t e) -> uint64_t {
+      const float v = cs.pv[e];
+      return v > neg_inf() ? composite_key(order_key(v), lo + e) : 0;
+    };
+    st.n_cand = slice_select<kScanThreads>(comp, len, st.n_surv, kCandidates, thread_max(comp),
+                                           p.cand + slot * kCandidates, sm.sel, sm.pf);
   }
   if (needs.raw && finite_float(st.raw_max)) {
     double local = 0.0;
@@ -419,12 +485,12 @@ __global__ void __launch_bounds__(kScanThreads, 3) scan_kernel(const Params p) {
   }
   if (needs.raw_candidates) {
     const ScanSmem& cs = sm;
-    st.n_raw_cand = block_select<kScanThreads>(
-        [&](int32_t e) -> uint64_t {
-          const float v = cs.raw[e];
-          return composite_key(order_key(v != v ? neg_inf() : v), lo + e);
-        },
-        len, len, kMaxTopLogprobs, p.raw_cand + slot * kMaxTopLogprobs, sm.sel);
+    const auto comp = [&](int32_t e) -> uint64_t {
+      const float v = cs.raw[e];
+      return composite_key(order_key(v != v ? neg_inf() : v), lo + e);
+    };
+    st.n_raw_cand = slice_select<kScanThreads>(comp, len, len, kMaxTopLogprobs, thread_max(comp),
+                                               p.raw_cand + slot * kMaxTopLogprobs, sm.sel, sm.pf);
   }
   if (tid == 0) p.stats[slot] = st;
 }
@@ -434,6 +500,7 @@ __global__ void __launch_bounds__(kScanThreads, 3) scan_kernel(const Params p) {
 // candidates; the walked slice; the general path's bias bitmap and histograms).
 constexpr int kAreaBytes = 40960;
 constexpr int kGeneralHistOffset = kMaxVocab / 8;  // after the whole-row bias bitmap (one bit per id)
+static_assert(kFinishThreads >= kMaxSlices && kFinishThreads >= kCandidates, "a thread per slice, per candidate");
 static_assert(kMaxSlices * kCandidates * 8 <= kAreaBytes, "processed candidates fit");
 static_assert(kMaxSlices * kMaxTopLogprobs * 8 <= kAreaBytes, "raw candidates fit");
 static_assert(kSliceSize * 4 <= kAreaBytes, "a slice of values fits");
@@ -441,6 +508,9 @@ static_assert(kGeneralHistOffset + 256 * (4 + 8) * 2 <= kAreaBytes, "bitmap and 
 
 struct FinishSmem {
   RowPlan plan;
+  double mass[kMaxSlices];       // slice_mass per slice
+  double lse_terms[kMaxSlices];  // lse_term per slice
+  float raw_max;
   double lse;
   int32_t token;
   int32_t n_sorted;
@@ -665,10 +735,23 @@ __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params 
   __shared__ FinishSmem f;
   const SliceStat* stats = p.stats + static_cast<int64_t>(r) * p.n_slices;
   const float* logits = p.logits + static_cast<int64_t>(r) * p.stride;
+  // The plan (plan_row split so that the per-slice exps run in parallel; the sums keep slice order).
   if (tid == 0) {
-    f.plan = plan_row(row, stats, p.n_slices);
+    f.plan = plan_row_head(row, stats, p.n_slices);
+    f.raw_max = needs.raw && f.plan.status == kRowOk ? row_raw_max(stats, p.n_slices) : 0.0f;
+  }
+  __syncthreads();
+  const bool planning = f.plan.path == kPathPlanning;
+  const bool lse = needs.raw && f.plan.status == kRowOk;
+  if (tid < p.n_slices) {
+    if (planning) f.mass[tid] = slice_mass(stats[tid], f.plan.softmax);
+    if (lse) f.lse_terms[tid] = lse_term(stats[tid], f.raw_max);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    if (planning) plan_row_tail(row, stats, f.mass, p.n_slices, f.plan);
     f.token = f.plan.token;
-    f.lse = needs.raw && f.plan.status == kRowOk ? row_lse(stats, p.n_slices) : 0.0;
+    f.lse = lse ? lse_finish(f.raw_max, f.lse_terms, p.n_slices) : 0.0;
   }
   __syncthreads();
   const RowPlan plan = f.plan;

@@ -253,17 +253,28 @@ VS_HD double raw_term(float raw, float slice_raw_max) {
   return static_cast<double>(::expf(raw - slice_raw_max));
 }
 VS_HD bool finite_float(float v) { return v - v == 0.0f; }
-VS_HD double row_lse(const SliceStat* st, int32_t n_slices) {
+// The row's log-sum-exp from its slices: the max, then each slice's term (independent: the device computes them in
+// parallel), summed in slice order.
+VS_HD float row_raw_max(const SliceStat* st, int32_t n_slices) {
   float mx = neg_inf();
   for (int32_t s = 0; s < n_slices; ++s) mx = st[s].raw_max > mx ? st[s].raw_max : mx;
-  if (!finite_float(mx)) return -pos_inf_d();
+  return mx;
+}
+VS_HD double lse_term(const SliceStat& st, float row_max) {
+  if (!(st.raw_max > neg_inf()) || !finite_float(row_max)) return 0.0;
+  return mul_rn(st.raw_sum, ::exp(static_cast<double>(st.raw_max) - static_cast<double>(row_max)));
+}
+VS_HD double lse_finish(float row_max, const double* terms, int32_t n_slices) {
+  if (!finite_float(row_max)) return -pos_inf_d();
   double sum = 0.0;
-  for (int32_t s = 0; s < n_slices; ++s) {
-    if (st[s].raw_max > neg_inf()) {
-      sum += mul_rn(st[s].raw_sum, ::exp(static_cast<double>(st[s].raw_max) - static_cast<double>(mx)));
-    }
-  }
-  return static_cast<double>(mx) + ::log(sum);
+  for (int32_t s = 0; s < n_slices; ++s) sum += terms[s];
+  return static_cast<double>(row_max) + ::log(sum);
+}
+VS_HD double row_lse(const SliceStat* st, int32_t n_slices) {
+  double terms[kMaxSlices];
+  const float mx = row_raw_max(st, n_slices);
+  for (int32_t s = 0; s < n_slices; ++s) terms[s] = lse_term(st[s], mx);
+  return lse_finish(mx, terms, n_slices);
 }
 VS_HD float raw_logprob(float raw, double lse) {
   const float v = raw != raw ? neg_inf() : raw;
@@ -273,6 +284,7 @@ VS_HD float raw_logprob(float raw, double lse) {
 
 // ---- A row's plan from its slices' statistics.
 enum RowPath : int32_t {
+  kPathPlanning = -1,   // plan_row_head done: the slices' masses and plan_row_tail decide
   kPathDone = 0,        // status and token decided (not sampled, NaN, nothing samplable, greedy)
   kPathCandidates = 1,  // a filter is on: exact_pick over the sorted candidates (or the general path)
   kPathWalkCandidates = 2,  // no filter, every survivor is a candidate: walk_candidates in id order
@@ -310,7 +322,9 @@ VS_HD bool filters_on(const RowParams& row, int32_t n_surv) {
   return (row.top_k > 0 && row.top_k < n_surv) || row.top_p < 1.0f || row.min_p > 0.0f;
 }
 
-VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slices) {
+// Status, maximum, softmax, survivors and draw; kPathPlanning for a sampled row, whose path plan_row_tail decides
+// from the slices' masses (slice_mass of each slice with the plan's softmax; the device computes them in parallel).
+VS_HD RowPlan plan_row_head(const RowParams& row, const SliceStat* st, int32_t n_slices) {
   RowPlan p = new_plan();
   const RowNeeds needs = row_needs(row);
   if (!needs.sample) return p;
@@ -339,16 +353,24 @@ VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slic
   p.softmax = make_softmax(row.temperature, p.max_key);
   for (int32_t s = 0; s < n_slices; ++s) p.n_surv += p.softmax.has_pos_inf ? st[s].n_posinf : st[s].n_surv;
   p.u = uniform_draw(row.seed, row.draw_index, kStreamSample);
+  p.path = kPathPlanning;
+  return p;
+}
+
+// mass[s]: slice_mass of slice s (read only when the row needs the total: row_needs(row).sums).
+VS_HD void plan_row_tail(const RowParams& row, const SliceStat* st, const double* mass, int32_t n_slices,
+                         RowPlan& p) {
+  const RowNeeds needs = row_needs(row);
   if (needs.sums) {
-    for (int32_t s = 0; s < n_slices; ++s) p.total += slice_mass(st[s], p.softmax);
+    for (int32_t s = 0; s < n_slices; ++s) p.total += mass[s];
   }
   if (filters_on(row, p.n_surv)) {
     p.path = kPathCandidates;
-    return p;
+    return;
   }
   if (needs.candidates && p.n_surv <= kCandidates) {
     p.path = kPathWalkCandidates;
-    return p;
+    return;
   }
   // The slice in which the cumulative mass (ids ascending) passes u * total; past the end (rounding), the last
   // survivor, as the reference's walk ends on its last element.
@@ -356,18 +378,25 @@ VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slic
   const double target = mul_rn(p.u, p.total);
   double before = 0.0;
   for (int32_t s = 0; s < n_slices; ++s) {
-    const double mass = slice_mass(st[s], p.softmax);
-    if (before + mass > target) {
+    if (before + mass[s] > target) {
       p.walk_slice = s;
       p.walk_target = target - before;
-      return p;
+      return;
     }
-    before += mass;
+    before += mass[s];
   }
   for (int32_t s = 0; s < n_slices; ++s) {
     if ((p.softmax.has_pos_inf ? st[s].n_posinf : st[s].n_surv) > 0) p.walk_slice = s;
   }
   p.walk_target = pos_inf_d();
+}
+
+VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slices) {
+  RowPlan p = plan_row_head(row, st, n_slices);
+  if (p.path != kPathPlanning) return p;
+  double mass[kMaxSlices];
+  for (int32_t s = 0; s < n_slices; ++s) mass[s] = slice_mass(st[s], p.softmax);
+  plan_row_tail(row, st, mass, n_slices, p);
   return p;
 }
 
