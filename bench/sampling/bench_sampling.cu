@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 300; ++i) hc[static_cast<size_t>(sl) * kVocab + static_cast<size_t>((i * 7919 + sl * 131) % kRealVocab)] += 1;
     CK(cudaMemcpy(counts, hc.data(), hc.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemset(bits, 0, static_cast<size_t>(n_slots) * words * 4));
+    CK(cudaDeviceSynchronize());
   }
   std::vector<Row> results;
   for (int32_t n_rows : row_counts) {
@@ -226,6 +227,7 @@ int main(int argc, char** argv) {
           }
         }
         CK(cudaMemcpy(drows, rows.data(), rows.size() * sizeof(RowParams), cudaMemcpyHostToDevice));
+        CK(cudaDeviceSynchronize());  // the copy (legacy stream) before launches on the non-blocking stream
         DeviceArgs a;
         a.logits_stride = kVocab;
         a.n_rows = n_rows;

@@ -316,6 +316,9 @@ struct DeviceOutputs {
     logprob.fill(kPoisonFloatByte);
     top_logprobs.fill(kPoisonFloatByte);
     workspace.fill(0xC3);  // garbage: nothing may depend on a zeroed workspace
+    // The memsets (and the inputs' pageable uploads) run on the legacy stream, which a non-blocking stream does not
+    // wait for: finish them before any launch.
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   }
   Outputs outputs() const {
     return Outputs{token.as<int32_t>(),   logprob.as<float>(), top_ids.as<int32_t>(), top_logprobs.as<float>(),
@@ -687,6 +690,7 @@ TEST_CASE("sampling gpu: update_penalties and reset_penalties equal the referenc
     Guarded dcounts(counts.size() * 4), dbits(bits.size() * 4);
     dcounts.upload(counts.data());
     dbits.upload(bits.data());
+    CUDA_REQUIRE(cudaDeviceSynchronize());
     PenaltyState hs{counts.data(), bits.data(), vocab, n_slots};
     PenaltyState ds{dcounts.as<int32_t>(), dbits.as<uint32_t>(), vocab, n_slots};
     // Steps of several sequences: chunked prefill crossing n_prompt, decode and verify rows, the same slot twice,
@@ -710,9 +714,10 @@ TEST_CASE("sampling gpu: update_penalties and reset_penalties equal the referenc
         }
         seqs.push_back(s);
       }
-      Guarded dtokens(std::max<size_t>(tokens.size(), 1) * 4), dseqs(seqs.size() * sizeof(SeqDesc));
+      Guarded dtokens(tokens.size() * 4), dseqs(seqs.size() * sizeof(SeqDesc));
       dtokens.upload(tokens.data());
       dseqs.upload(seqs.data());
+      CUDA_REQUIRE(cudaDeviceSynchronize());  // the uploads (legacy stream) before the launch on stream.s
       update_penalties_ref(hs, tokens.data(), seqs.data(), n_seqs);
       const KernelStatus st = update_penalties(ds, dtokens.as<int32_t>(), dseqs.as<SeqDesc>(), n_seqs,
                                                static_cast<int32_t>(tokens.size()), stream.s);
