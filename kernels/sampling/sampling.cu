@@ -16,9 +16,12 @@
 //   candidates (merged from the slices, exact: the reference's roundings), which covers top-k <= 64 and top-p /
 //   min-p cuts within the 64 most likely. Rows whose cut lies past the candidates take the general path: radix
 //   descents over the whole row (4 levels of 8 bits of the order key, per-bin counts and fixed-point masses), each
-//   level one pass over the row's logits (from L2 or HBM), asked by the general_next driver: at most 11 passes.
-//   The raw top-n logprobs merge the slices' raw candidates the same way.
-// Deterministic: integer atomics only; doubles are summed in fixed orders.
+//   level one pass over the row's logits (from L2 or HBM), asked by the general_next driver: the totals (1 pass),
+//   the top-k cut, the top-p cut and the draw (3 passes each), the tie's id (1 pass and one chunk): at most 11
+//   passes (14 when the draw lands past the end by rounding). The raw top-n logprobs merge the slices' raw
+//   candidates the same way.
+// update_penalties_kernel: one block of 128 threads per SeqDesc, atomics (a sequence's rows, repeated ids).
+// reset_penalties: two memsets. Results are deterministic: integer atomics only, doubles summed in fixed orders.
 #include <cuda_runtime.h>
 
 #include <climits>
