@@ -84,7 +84,8 @@ void process_logits_ref(const float* logits, int32_t n, const RowParams& row, co
     const int32_t id = bias_ids[row.bias_offset + b];
     if (id >= 0 && id < n) out[static_cast<size_t>(id)] += bias_values[row.bias_offset + b];
   }
-  if (row.slot < 0 || penalties.counts == nullptr) return;
+  // A slot outside the state is no state (as update / reset treat it), never a read past the arrays.
+  if (row.slot < 0 || row.slot >= penalties.n_slots || penalties.counts == nullptr) return;
   const int32_t* counts = penalties.counts + static_cast<size_t>(row.slot) * static_cast<size_t>(penalties.vocab);
   const int32_t limit = std::min(n, penalties.vocab);
   if (row.repetition_penalty != 1.0f && row.repetition_penalty > 0.0f) {
