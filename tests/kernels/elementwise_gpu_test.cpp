@@ -129,11 +129,13 @@ bool run_embed(const EmbedCase& c, const std::vector<uint8_t>& table_host, const
   }
   const bool exact = first_diff == got.size();
   const bool ok = exact && untouched;
-  std::printf("%-84s vec=%d err=%s %s\n", name.c_str(), plan.vec, exact ? "0" : "inexact", ok ? "ok" : "FAIL");
+  const ErrorStats e = normalised_error(bytes_to_floats(got), ref, 0.0);
+  std::printf("%-84s vec=%d bitwise=%s err=%.3e %s\n", name.c_str(), plan.vec, exact ? "same" : "DIFFERENT", e.err,
+              ok ? "ok" : "FAIL");
   if (!ok) {
-    const size_t e = first_diff / 4;
-    std::printf("  first difference at row %zu col %zu (id %d)%s\n", e / static_cast<size_t>(c.hidden),
-                e % static_cast<size_t>(c.hidden), exact ? 0 : ids[e / static_cast<size_t>(c.hidden)],
+    const size_t el = first_diff / 4;
+    std::printf("  first difference at row %zu col %zu (id %d)%s\n", el / static_cast<size_t>(c.hidden),
+                el % static_cast<size_t>(c.hidden), exact ? 0 : ids[el / static_cast<size_t>(c.hidden)],
                 untouched ? "" : ("; guard damaged at byte " + std::to_string(first_bad)).c_str());
   }
   std::fflush(stdout);
@@ -296,7 +298,10 @@ bool run_gather(DType dtype, int64_t n, int x_rows, int rows, int pad, size_t sh
   const std::vector<uint8_t> xb = dx.download(&x_kept, &first_bad);
   x_kept &= xb == x;
   const bool ok = first_diff == got.size() && untouched && x_kept;
-  std::printf("%-84s vec=%d err=%s %s\n", name.c_str(), plan.vec, first_diff == got.size() ? "0" : "inexact", ok ? "ok" : "FAIL");
+  const ErrorStats e = dtype == DType::kF32 ? normalised_error(bytes_to_floats(got), bytes_to_floats(ref), 0.0)
+                                            : normalised_error(f16_to_floats(got), f16_to_floats(ref), 0.0);
+  std::printf("%-84s vec=%d bitwise=%s err=%.3e %s\n", name.c_str(), plan.vec, first_diff == got.size() ? "same" : "DIFFERENT",
+              e.err, ok ? "ok" : "FAIL");
   if (!ok) {
     std::printf("  first difference at element %zu (out row %zu); out guards %s; x %s\n", first_diff / elem,
                 first_diff / elem / static_cast<size_t>(n), untouched ? "intact" : "DAMAGED", x_kept ? "kept" : "CHANGED");
