@@ -61,7 +61,8 @@ struct LinearArgs {
   void* stream = nullptr;         // cudaStream_t
   int force_path = 0;             // 0: auto; 1: force the M<=16 decode kernel (needs m <= 16); 2: force dequant+GEMM
   int tuning = 0;                 // 0: default; else an sm80 decode-kernel variant (bench_linear --sweep);
-                                  // dense weights: the decode kernels' warps per block, 4, 8 or 16 (both families)
+                                  // dense weights: the decode kernels' warps per block, 4, 8 or 16 (both families;
+                                  // overlap and l2_prefetch_kib do not apply to them)
   // sm80 decode on sm_90+: 0 = default, 1 = programmatic dependent launch (the kernel issues its first weight
   // loads before waiting for the previous kernel in the stream to finish), 2 = plain launch.
   int overlap = 0;
