@@ -644,11 +644,13 @@ TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
 
 // ---- Dense fp16 weights (WeightFormat::kDense): row-major [n, k] on the device, no prepack, the same bytes for both
 // families. The reference multiplies by the exact fp16 values, so errors are only fp32 accumulation order and the fp16
-// output rounding: the cases use a tolerance far below 5e-4 (1e-6), which a dropped 16-byte chunk of any row breaks.
+// output rounding: the cases use tolerances far below 5e-4 (1e-6 for fp32 out; 1e-5 for fp16 out, where cuBLAS may
+// also add split-k partial sums in fp16), which a dropped 16-byte chunk of any row (~1e-3 at k = 10240) breaks.
 
 namespace {
 
 constexpr double kDenseTol = 1e-6;
+constexpr double kDenseTolF16 = 1e-5;
 
 struct DenseWeight {
   int64_t n = 0, k = 0;
@@ -793,15 +795,16 @@ double run_dense_case(Context& ctx, const DenseWeight& w, KernelFamily fam, int6
     }
   }
   const double err = den > 0 ? num / den : num;
-  const bool ok = err <= kDenseTol && nan == 0 && guards_ok;
+  const double tol = y_f32 ? kDenseTol : kDenseTolF16;
+  const bool ok = err <= tol && nan == 0 && guards_ok;
   std::printf("%-70s rows=%-6zu err=%.3e %s\n", name.c_str(), rows.size(), err, ok ? "ok" : "FAIL");
   if (!ok) {
-    std::printf("  worst |d| = %.4g at token %lld row %lld; NaN %zu (first at %zu); guards %s\n", worst,
+    std::printf("  worst |d| = %.4g at token %lld row %lld; NaN %zu (first at %zu); guards %s; tolerance %.0e\n", worst,
                 static_cast<long long>(worst_tok), static_cast<long long>(worst_row), nan, first_nan,
-                guards_ok ? "intact" : "DAMAGED");
+                guards_ok ? "intact" : "DAMAGED", tol);
   }
   std::fflush(stdout);
-  CHECK(err <= kDenseTol);
+  CHECK(err <= tol);
   return err;
 }
 
