@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# Proves the sm70 kernel family is Volta code: CUDA 13's nvcc compiles kernels/linear/linear_sm70.cu to PTX
-# (compute_75, the oldest it has), the PTX is retargeted to sm_70 and assembled by the CUDA 12.9 ptxas
-# (pip nvidia-cuda-nvcc-cu12; it rejects any instruction sm_70 lacks: ldmatrix, cp.async, bf16, m16n8k16), and
-# the CUDA 12 cuobjdump/nvdisasm (scripts/setup.sh puts them in ~/.cache/voltserve/cuda12-tools) must show
-# HMMA.884 in every weight kernel. Usage: scripts/check-sm70.sh [work dir]. Registered as the ctest test
-# kernels_sm70_hmma884 (label unit).
+# Proves that the device code meant for Volta is Volta code. Every kernels/*/*.cu except the Ampere+ families
+# (*_sm80.cu) — the sm70 families, the portable ops (<op>.cu) and the dispatchers, including files added later — is
+# compiled by CUDA 13's nvcc to PTX (compute_75, the oldest it has, with the build's flags), the PTX is retargeted to
+# sm_70 and assembled by the CUDA 12.9 ptxas (pip nvidia-cuda-nvcc-cu12; it rejects any instruction sm_70 lacks:
+# ldmatrix, cp.async, bf16, m16n8k16), and the CUDA 12 cuobjdump (scripts/setup.sh puts it in
+# ~/.cache/voltserve/cuda12-tools) must show HMMA.884 in every weight decode kernel (the functions named
+# *decode_kernel* of the kernels/linear/*_sm70.cu families: NVFP4, FP8 and dense fp16; each such file must have one)
+# and no LDSM/LDGSTS anywhere. Prints one line per file and fails if any file fails. Usage: scripts/check-sm70.sh
+# [work dir]; VOLTSERVE_CHECK_JOBS (default 2) files at a time. Registered as the ctest test kernels_sm70_hmma884
+# (label unit).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${1:-$root/build/sm70-check}
 mkdir -p "$work"
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 PYTHON=${PYTHON:-python3}
+jobs_max=${VOLTSERVE_CHECK_JOBS:-2}
 
 ptxas12=${VOLTSERVE_PTXAS12:-}
 if [ -z "$ptxas12" ]; then
@@ -32,28 +37,80 @@ case "$("$ptxas12" --version | tail -1)" in
   *) echo "check-sm70: FAIL: $ptxas12 is not a CUDA 12 ptxas" >&2; exit 1 ;;
 esac
 
-src=$root/kernels/linear/linear_sm70.cu
-"$NVCC" -std=c++20 -O3 -arch=compute_75 -ptx -I"$root/kernels" "$src" -o "$work/linear_sm70.sm75.ptx"
-# Retarget: PTX ISA 8.8 is what the 12.9 ptxas reads; .target sm_70 makes it refuse anything newer than Volta.
-sed -e 's/^\.version .*/.version 8.8/' -e 's/^\.target sm_75/.target sm_70/' \
-  "$work/linear_sm70.sm75.ptx" > "$work/linear_sm70.ptx"
-"$ptxas12" -arch=sm_70 -O3 "$work/linear_sm70.ptx" -o "$work/linear_sm70.sm_70.cubin"
-PATH="$tools/bin:$PATH" "$tools/bin/cuobjdump" --dump-sass "$work/linear_sm70.sm_70.cubin" > "$work/linear_sm70.sass"
+# One file: writes its result line ("OK ..." or "FAIL ...") to stdout; logs and intermediates go to $work/<tag>.*.
+check_file() {
+  local src=$1 rel tag log
+  rel=${src#"$root"/}
+  tag=$(printf '%s' "${rel%.cu}" | tr '/' '_')
+  log=$work/$tag.log
+  : > "$log"
+  # The build's flags (kernels/CMakeLists.txt): include root kernels/, relaxed constexpr, VOLTSERVE_HAVE_CUDA.
+  if ! "$NVCC" -std=c++20 -O3 -arch=compute_75 -ptx --expt-relaxed-constexpr -DVOLTSERVE_HAVE_CUDA=1 \
+       -I"$root/kernels" -I"$root" "$src" -o "$work/$tag.sm75.ptx" >>"$log" 2>&1; then
+    echo "FAIL $rel: nvcc cannot compile it to PTX: $(grep -m1 -i 'error' "$log" || tail -1 "$log")"
+    return
+  fi
+  # Retarget: PTX ISA 8.8 is what the 12.9 ptxas reads; .target sm_70 makes it refuse anything newer than Volta.
+  sed -e 's/^\.version .*/.version 8.8/' -e 's/^\.target sm_75/.target sm_70/' "$work/$tag.sm75.ptx" > "$work/$tag.ptx"
+  if ! "$ptxas12" -arch=sm_70 -O3 "$work/$tag.ptx" -o "$work/$tag.sm_70.cubin" >>"$log" 2>&1; then
+    echo "FAIL $rel: does not assemble for sm_70: $(grep -m1 -i 'error' "$log" || tail -1 "$log")"
+    return
+  fi
+  if ! PATH="$tools/bin:$PATH" "$tools/bin/cuobjdump" --dump-sass "$work/$tag.sm_70.cubin" > "$work/$tag.sass" 2>>"$log"; then
+    echo "FAIL $rel: cuobjdump cannot read its cubin"
+    return
+  fi
+  if ! grep -q "code for sm_70" "$work/$tag.sass"; then
+    echo "FAIL $rel: the cubin is not sm_70 code"
+    return
+  fi
+  # Weight decode kernels: the *decode_kernel* functions of a kernels/linear/*_sm70.cu family file.
+  local weights=0
+  case "$rel" in kernels/linear/*_sm70.cu) weights=1 ;; esac
+  awk -v rel="$rel" -v weights="$weights" -v list="$work/$tag.kernels" '
+    /Function : / { fn = $3; n++; if (weights && fn ~ /decode_kernel/) { hmma[fn] = 0; order[++nw] = fn } }
+    /HMMA\.884/ { if (fn in hmma) hmma[fn]++ }
+    /LDSM|LDGSTS/ { if (!(fn in bad)) { bad[fn] = 1; nbad++ } }
+    END {
+      min = -1; missing = 0
+      for (i = 1; i <= nw; i++) {
+        printf "%s HMMA.884 x %d\n", order[i], hmma[order[i]] > list
+        if (hmma[order[i]] == 0) missing++
+        if (min < 0 || hmma[order[i]] < min) min = hmma[order[i]]
+      }
+      if (nbad > 0) { printf "FAIL %s: Turing+/Ampere+ instructions (LDSM/LDGSTS) in %d kernels\n", rel, nbad; exit }
+      if (weights && nw == 0) { printf "FAIL %s: a weight-kernel family without decode kernels\n", rel; exit }
+      if (missing > 0) { printf "FAIL %s: %d of %d weight decode kernels lack HMMA.884 (%s)\n", rel, missing, nw, list; exit }
+      if (weights) printf "OK   %s: %d kernels, %d weight decode kernels with HMMA.884 (min %d each)\n", rel, n, nw, min
+      else printf "OK   %s: %d kernels\n", rel, n
+    }' "$work/$tag.sass"
+}
 
-grep -q "code for sm_70" "$work/linear_sm70.sass" || { echo "check-sm70: FAIL: cubin is not sm_70" >&2; exit 1; }
-# Per function: the weight kernels (decode_kernel<...>) must use HMMA.884; none may use LDSM/LDGSTS.
-awk '
-  /Function : / { fn = $3; if (fn ~ /decode_kernel/) { kernels[fn] = 0; order[++n] = fn } }
-  /HMMA\.884/ { if (fn in kernels) kernels[fn]++ }
-  /LDSM|LDGSTS/ { bad = bad " " fn }
-  END {
-    if (n == 0) { print "check-sm70: FAIL: no weight kernels found"; exit 1 }
-    fail = 0
-    for (i = 1; i <= n; i++) {
-      printf "check-sm70: %-90s HMMA.884 x %d\n", order[i], kernels[order[i]]
-      if (kernels[order[i]] == 0) fail = 1
-    }
-    if (bad != "") { print "check-sm70: FAIL: Turing+/Ampere+ instructions in" bad; exit 1 }
-    if (fail) { print "check-sm70: FAIL: a weight kernel has no HMMA.884"; exit 1 }
-    print "check-sm70: OK: " n " sm70 weight kernels contain HMMA.884 (sm_70 SASS from the CUDA 12 ptxas)"
-  }' "$work/linear_sm70.sass"
+mapfile -t sources < <(find "$root/kernels" -mindepth 2 -maxdepth 2 -name '*.cu' ! -name '*_sm80.cu' | sort)
+if [ "${#sources[@]}" -eq 0 ]; then
+  echo "check-sm70: FAIL: no kernels/*/*.cu found" >&2
+  exit 1
+fi
+for i in "${!sources[@]}"; do
+  check_file "${sources[$i]}" > "$work/result.$i" &
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+done
+wait
+
+failed=0
+weight_files=0
+for i in "${!sources[@]}"; do
+  line=$(cat "$work/result.$i")
+  [ -n "$line" ] || line="FAIL ${sources[$i]#"$root"/}: no result"
+  echo "check-sm70: $line"
+  case "$line" in FAIL*) failed=$((failed + 1)) ;; *"weight decode kernels"*) weight_files=$((weight_files + 1)) ;; esac
+done
+if [ "$weight_files" -eq 0 ] && [ "$failed" -eq 0 ]; then
+  echo "check-sm70: FAIL: no weight-kernel family (kernels/linear/*_sm70.cu) checked"
+  exit 1
+fi
+if [ "$failed" -gt 0 ]; then
+  echo "check-sm70: FAIL: $failed of ${#sources[@]} files (logs in $work)"
+  exit 1
+fi
+echo "check-sm70: OK: ${#sources[@]} files assemble for sm_70 (CUDA 12 ptxas); $weight_files weight-kernel families have HMMA.884 in every decode kernel"

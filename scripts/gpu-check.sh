@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # One command on a GPU machine: uses an existing CUDA build (VOLTSERVE_BUILD_DIR, build-kern or build, as long as
 # it holds the GPU test binaries and bench_linear) or configures and builds build-gpu for this GPU, then runs
-# every [gpu] Catch2 test found in the build and the linear benchmark, writes the logs to $OUT (or
-# <build>/gpu-check/) and prints a short table last. Exit status: non-zero if any test failed.
+# every [gpu] Catch2 test found in the build, the linear benchmark and the other kernel benchmarks (bench_norm,
+# bench_elementwise, ...), writes the logs to $OUT (or <build>/gpu-check/) and prints a short table last. Exit
+# status: non-zero if any test failed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -42,6 +43,14 @@ while IFS= read -r bin; do
 done < <(find "$build/tests" -maxdepth 3 -type f -executable -name 'test_*' | sort)
 
 "$build/bench_linear" ${VOLTSERVE_BENCH_ARGS:-} --out "$logs/bench_linear.tsv" >"$logs/bench_linear.log" 2>&1 || { echo "gpu-check: bench_linear failed"; status=1; }
+# The other kernel benchmarks of the build (bench_norm, bench_elementwise, ...; bench_tokenizer is a CPU benchmark).
+op_benches=()
+for b in "$build"/bench_*; do
+  name=$(basename "$b")
+  case "$name" in bench_linear | bench_tokenizer) continue ;; esac
+  [ -f "$b" ] && [ -x "$b" ] || continue
+  if "$b" >"$logs/$name.log" 2>&1; then op_benches+=("$name"); else echo "gpu-check: $name failed"; status=1; fi
+done
 
 echo
 echo "== GPU kernel cases (worst 8 by error; full list in $logs) =="
@@ -51,6 +60,11 @@ grep -hE ' FAIL$' "$logs"/test_*.log | head -20
 cat "$logs"/test_*.log | awk '/ err=/ { if ($NF == "ok") ok++; else bad++ } END { printf "cases: %d ok, %d failed\n", ok, bad }'
 echo
 sed -n '/== summary/,$p' "$logs/bench_linear.log"
+for name in "${op_benches[@]}"; do
+  echo
+  echo "-- $name"
+  sed -n '/== summary/,$p' "$logs/$name.log"
+done
 echo
 echo "== [gpu] tests =="
 printf '%s\n' "${test_lines[@]}"

@@ -1,7 +1,8 @@
 // bench_linear (also `voltserve bench linear`): per 27B layer shape, format, family and M, the time of one
 // linear_forward under CUDA-graph replay with rotating weight copies (> 2x L2), median of many replays, as
 // us, GB/s and % of a read ceiling measured in the same run (read-only kernel over >= 4 GB); for M >= 512 the
-// TFLOP/s next to a plain cuBLAS fp16 GEMM of the same shape. Prints a summary table last.
+// TFLOP/s next to a plain cuBLAS fp16 GEMM of the same shape; dense fp16 weights (lm_head, mtp.fc, in_proj_a/b,
+// fixtures) through their own decode kernels and, for mtp.fc at M >= 512, cuBLAS. Prints a summary table last.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "linear/dense_kmap.h"
 #include "linear/linear.h"
 #include "linear/sm80_kmap.h"
 
@@ -230,6 +232,49 @@ void make_weights(Weights& w, WeightFormat format, KernelFamily fam, const Shape
   }
 }
 
+// Dense fp16 weights (WeightFormat::kDense: row-major [n, k], no prepack; BF16 checkpoint tensors converted at load):
+// the tied-or-not lm_head / embedding table, the MTP fc, GDN in_proj_a / b, and tiny fixture shapes (latency only).
+struct DenseShape {
+  const char* name;
+  int64_t n, k;
+};
+
+const DenseShape kDenseShapes[] = {
+    {"lm_head.f16", 248320, 5120}, {"mtp.fc.f16", 5120, 10240},    {"gdn.in_proj_a/b.f16", 48, 5120},
+    {"fixture.128x128", 128, 128}, {"fixture.32x64", 32, 64},       {"fixture.16x16", 16, 16},
+};
+
+// Copies of one dense weight in one allocation, each 256-byte aligned, together > 3 x L2 where that takes at most 1024
+// copies (the fixtures stay in L2: they measure latency).
+struct DenseWeights {
+  void* buf = nullptr;
+  size_t bytes = 0, pitch = 0;
+  int copies = 1;
+  int64_t n = 0, k = 0;
+  KernelFamily fam = KernelFamily::kSm80;
+  PackedWeightView view(int i) const {
+    PackedWeightView v;
+    v.format = WeightFormat::kDense;
+    v.family = fam;
+    v.n = n;
+    v.k = k;
+    v.codes = static_cast<const uint8_t*>(buf) + static_cast<size_t>(i % copies) * pitch;
+    return v;
+  }
+  ~DenseWeights() { cudaFree(buf); }
+};
+
+void make_dense_weights(DenseWeights& w, const DenseShape& sh, KernelFamily fam, size_t l2) {
+  w.n = sh.n;
+  w.k = sh.k;
+  w.fam = fam;
+  w.bytes = static_cast<size_t>(sh.n * sh.k * 2);
+  w.pitch = (w.bytes + 255) / 256 * 256;
+  w.copies = static_cast<int>(std::max<size_t>(1, std::min<size_t>(1024, (3 * l2 + w.bytes - 1) / w.bytes)));
+  CK(cudaMalloc(&w.buf, w.pitch * w.copies));
+  fill(w.buf, w.pitch * w.copies, 21, 3);
+}
+
 // Median µs of one linear_forward over the weight's rotating copies (CUDA-graph replay); exits on an error.
 double time_linear(cudaStream_t s, const Weights& w, const LinearArgs& a, int replays) {
   const int copies = static_cast<int>(w.codes.size());
@@ -291,11 +336,17 @@ int main(int argc, char** argv) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
                      static_cast<long long>(sh.k), sh.per_tensor == 0 ? "  (merged)" : "");
       }
+      for (const DenseShape& sh : kDenseShapes) {
+        std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld  (dense fp16; --sweep adds its warps per block)\n",
+                     sh.name, static_cast<long long>(sh.n), static_cast<long long>(sh.k));
+      }
       return help ? 0 : 2;
     }
   }
   if (only != nullptr &&
-      std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& sh) { return !std::strcmp(only, sh.name); })) {
+      std::none_of(std::begin(kShapes), std::end(kShapes), [&](const Shape& sh) { return !std::strcmp(only, sh.name); }) &&
+      std::none_of(std::begin(kDenseShapes), std::end(kDenseShapes),
+                   [&](const DenseShape& sh) { return !std::strcmp(only, sh.name); })) {
     std::fprintf(stderr, "bench_linear: --only %s: no such shape (bench_linear --help lists them)\n", only);
     return 2;
   }
@@ -517,6 +568,79 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Dense fp16 weights: the decode kernels of every family at M <= 16 (x token-chunked from 2 tokens, as above), with
+  // --sweep every warps-per-block choice; M >= 512 is cuBLAS on the weight itself (the dense GEMM path).
+  struct DenseRow {
+    std::string shape;
+    KernelFamily fam;
+    int64_t m;
+    double us, gbs, pct;
+  };
+  std::vector<DenseRow> dense_rows;
+  for (const DenseShape& sh : kDenseShapes) {
+    if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
+    for (KernelFamily fam : fams) {
+      DenseWeights w;
+      make_dense_weights(w, sh, fam, l2);
+      std::vector<int64_t> fam_ms = ms;
+      if (fam == KernelFamily::kSm70 && cc >= 80) fam_ms = {1, 8, 16};
+      auto time_dense = [&](const LinearArgs& a) {
+        return median_us_graph(s, std::max(w.copies, 8), 21, [&](int i) {
+          const KernelStatus st = linear_forward(w.view(i), a);
+          if (!st.ok()) {
+            std::fprintf(stderr, "bench_linear: linear_forward (dense): %s (%s:%d)\n", st.message, st.file, st.line);
+            std::exit(1);
+          }
+        });
+      };
+      for (int64_t m : fam_ms) {
+        const double us = time_dense(decode_args(m));
+        const double bytes = static_cast<double>(w.bytes) + m * sh.k * 2.0 + m * sh.n * 4.0;
+        const double gbs = bytes / (us * 1e3);
+        dense_rows.push_back({sh.name, fam, m, us, gbs, 100.0 * gbs / ceiling_gbs});
+        std::printf("%-16s n=%-6lld k=%-6lld dense %s m=%-3lld %9.2f us %7.0f GB/s %5.1f%%  warps %d x%d copies\n", sh.name,
+                    static_cast<long long>(sh.n), static_cast<long long>(sh.k), family_name(fam), static_cast<long long>(m),
+                    us, gbs, 100.0 * gbs / ceiling_gbs, dense::decode_warps(sh.n, sh.k), w.copies);
+        std::fflush(stdout);
+      }
+      if (sweep) {
+        for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
+          std::printf("%-16s dense %s m=%-3lld", sh.name, family_name(fam), static_cast<long long>(m));
+          for (int warps : {4, 8, 16}) {
+            LinearArgs a = decode_args(m);
+            a.tuning = warps;
+            const double us = time_dense(a);
+            std::printf("  w%d %8.2fus %5.1f%%", warps, us, 100.0 * (w.bytes / (us * 1e3)) / ceiling_gbs);
+          }
+          std::printf("\n");
+          std::fflush(stdout);
+        }
+      }
+      if (sh.n == 5120 && sh.k == 10240 && fam == fams[0]) {  // mtp.fc at prefill sizes: the cuBLAS path
+        for (int64_t m : {int64_t{512}, int64_t{2048}}) {
+          if (quick && m == 2048) continue;
+          LinearArgs a;
+          a.x = x;
+          a.m = m;
+          a.y = y;
+          a.stream = s;
+          a.cublas_handle = cublas;
+          const double us = median_us_graph(s, 4, 11, [&](int i) {
+            const KernelStatus st = linear_forward(w.view(i), a);
+            if (!st.ok()) {
+              std::fprintf(stderr, "bench_linear: linear_forward (dense GEMM): %s (%s:%d)\n", st.message, st.file, st.line);
+              std::exit(1);
+            }
+          });
+          std::printf("%-16s n=%-6lld k=%-6lld dense cuBLAS m=%-5lld %9.1f us %6.1f TFLOP/s\n", sh.name,
+                      static_cast<long long>(sh.n), static_cast<long long>(sh.k), static_cast<long long>(m), us,
+                      2.0 * m * sh.n * sh.k / (us * 1e6));
+          std::fflush(stdout);
+        }
+      }
+    }
+  }
+
   // Large M: dequantize + cuBLAS (our path) vs cuBLAS fp16 GEMM on a ready fp16 weight.
   struct Big {
     std::string shape;
@@ -573,6 +697,9 @@ int main(int argc, char** argv) {
       for (const Row& r : rows)
         std::fprintf(f, "%s\t%s\t%s\t%lld\t%.3f\t%.1f\t%.2f\n", r.shape.c_str(), weight_format_name(r.format),
                      family_name(r.fam), static_cast<long long>(r.m), r.us, r.gbs, r.pct);
+      for (const DenseRow& r : dense_rows)
+        std::fprintf(f, "%s\tdense\t%s\t%lld\t%.3f\t%.1f\t%.2f\n", r.shape.c_str(), family_name(r.fam),
+                     static_cast<long long>(r.m), r.us, r.gbs, r.pct);
       for (const Big& b : bigs)
         std::fprintf(f, "%s\t%s\tdequant+cublas\t%lld\t%.3f\tTFLOPs=%.1f\tcublas_fp16=%.1f\n", b.shape.c_str(),
                      weight_format_name(b.format), static_cast<long long>(b.m), b.us, b.tflops, b.cublas_tflops);
@@ -664,6 +791,31 @@ int main(int argc, char** argv) {
   if (!bigs.empty())
     std::printf("M>=512 dequant+cuBLAS vs cuBLAS fp16: mean %.1f%%, min %.1f%%\n", 100.0 * ratio_sum / bigs.size(),
                 100.0 * ratio_min);
+  // Dense fp16 rows: µs and % of the read ceiling at M = 1, 8, 16 per shape and family (lm_head.f16 is the row that
+  // matters: 2.5 GB per token; the fixtures measure launch latency, their weights sit in L2).
+  if (!dense_rows.empty()) {
+    std::printf("\ndense fp16 (row-major, no prepack): us / %% of ceiling\n%-6s %-20s %18s %18s %18s\n", "family", "shape",
+                "M=1", "M=8", "M=16");
+    for (KernelFamily fam : fams) {
+      for (const DenseShape& sh : kDenseShapes) {
+        std::string cells[3];
+        bool any = false;
+        for (const DenseRow& r : dense_rows) {
+          if (r.fam != fam || r.shape != sh.name) continue;
+          const int c = r.m == 1 ? 0 : r.m == 8 ? 1 : r.m == 16 ? 2 : -1;
+          if (c < 0) continue;
+          char buf[48];
+          std::snprintf(buf, sizeof buf, "%.2fus %.1f%%", r.us, r.pct);
+          cells[c] = buf;
+          any = true;
+        }
+        if (any) {
+          std::printf("%-6s %-20s %18s %18s %18s\n", family_name(fam), sh.name, cells[0].c_str(), cells[1].c_str(),
+                      cells[2].c_str());
+        }
+      }
+    }
+  }
   cublasDestroy(cublas);
   return 0;
 }

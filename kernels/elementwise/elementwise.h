@@ -24,6 +24,8 @@ struct EmbedArgs {
   void* stream = nullptr;
 };
 void embed_ref(const EmbedArgs& a);
+// Device forms (elementwise.cu): pointers aligned to their element size, row strides >= the row length; swiglu may
+// write over its gate or up range (out == gate with equal strides, fp32).
 KernelStatus embed(const EmbedArgs& a);
 
 // out[r, j] = silu(gate[r, j]) * up[r, j], silu(x) = x / (1 + exp(-x)), in fp32; gate and up are usually two

@@ -1,11 +1,13 @@
 // linear_forward: host-side shape/pointer checks, then the M <= 16 decode kernel of the weight's family, or for
 // M >= 17 fp16 dequantization of row chunks into the caller's workspace followed by a cuBLAS fp16 GEMM (fp32
-// accumulation). Tested by tests/kernels/linear_gpu_test.cpp.
+// accumulation); dense fp16 weights go to their own decode kernels or straight to cuBLAS (linear_dense.cu).
+// Tested by tests/kernels/linear_gpu_test.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
+#include "linear/dense.h"
 #include "linear/linear.h"
 
 namespace voltserve::kernels {
@@ -19,6 +21,9 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
   if (w.n > (int64_t{1} << 30) || w.k > (int64_t{1} << 24)) return VS_KERNEL_FAIL(kBadShape, "linear: n or k too large");
   if (w.codes == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: weight codes are null");
   if (w.format == WeightFormat::kNvfp4 && w.scales == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: NVFP4 scales are null");
+  if (w.format == WeightFormat::kDense && (reinterpret_cast<uintptr_t>(w.codes) & 15) != 0) {
+    return VS_KERNEL_FAIL(kBadArgument, "linear: the dense fp16 weight must be 16-byte aligned");
+  }
   if (a.x == nullptr || a.y == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: x or y is null");
   if (a.m < 1) return VS_KERNEL_FAIL(kBadShape, "linear: m must be >= 1");
   if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0) return VS_KERNEL_FAIL(kBadArgument, "linear: x must be 16-byte aligned");
@@ -38,7 +43,7 @@ KernelFamily preferred_family(int compute_capability) {
 }
 
 size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m) {
-  if (m <= kMaxDecodeRows) return 0;
+  if (m <= kMaxDecodeRows || w.format == WeightFormat::kDense) return 0;
   const int64_t rows = std::min<int64_t>(w.n, 16384);  // chunk of rows dequantized at a time
   return static_cast<size_t>(rows * w.k * 2);
 }
@@ -54,12 +59,13 @@ KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
       VS_CUDA_TRY(cudaGetDevice(&dev));
       VS_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
       if (major < 8) return VS_KERNEL_FAIL(kUnsupported, "linear: sm80-family weights on a device below sm_80");
-      return sm80::linear_decode(w, a);
+      return w.format == WeightFormat::kDense ? sm80::linear_dense_decode(w, a) : sm80::linear_decode(w, a);
     }
-    return sm70::linear_decode(w, a);
+    return w.format == WeightFormat::kDense ? sm70::linear_dense_decode(w, a) : sm70::linear_decode(w, a);
   }
   if (path != 2) return VS_KERNEL_FAIL(kBadArgument, "linear: force_path must be 0, 1 or 2");
   if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a cuBLAS handle");
+  if (w.format == WeightFormat::kDense) return dense::gemm_cublas(w, a);
   if (a.workspace == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a workspace");
   const int64_t rows_fit = static_cast<int64_t>(a.workspace_bytes / (static_cast<size_t>(w.k) * 2));
   int64_t chunk = w.n;

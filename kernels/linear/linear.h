@@ -1,6 +1,6 @@
-// Weight-streaming linear layer y[m,n] = x[m,k] · W[n,k]^T for quantized weights (NVFP4 W4A16, FP8 W8A16):
-// the device entry point, its parameters and the weight layouts. CUDA-free header (raw pointers, no engine
-// types). Tested against linear_ref (tests/kernels/linear_gpu_test.cpp) on dequantized weights.
+// Weight-streaming linear layer y[m,n] = x[m,k] · W[n,k]^T for quantized weights (NVFP4 W4A16, FP8 W8A16) and
+// dense fp16 weights: the device entry point, its parameters and the weight layouts. CUDA-free header (raw
+// pointers, no engine types). Tested against linear_ref (tests/kernels/linear_gpu_test.cpp) on dequantized weights.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +26,10 @@ const char* family_name(KernelFamily f);
 // FP8:   codes are e4m3 weights; W[n,k] = e4m3(code) * tensor_scale * c[n].
 // c[n] = channel_scales ? channel_scales[n] : 1: FP8 per-channel checkpoints, and weights whose rows were merged
 // from several tensors with different global scales (merge_packed_rows, prepack.h).
+// Dense: codes is the fp16 weight itself, ROW-MAJOR [n, k] (2k bytes per row), NOT prepacked, 16-byte aligned; the
+//        same storage serves both families (`family` only picks the kernel) and can double as the embedding table
+//        of a tied lm_head. W[n,k] = w[n,k] * c[n]; scales, global_scale and tensor_scale are not used.
+//        Needs k % 16 == 0 like the other formats (the decode kernels read 16-byte chunks of rows and of x).
 struct PackedWeightView {
   WeightFormat format = WeightFormat::kNvfp4;
   KernelFamily family = KernelFamily::kSm80;
@@ -42,7 +46,10 @@ struct PackedWeightView {
 // row-major, fp32 (default) or fp16.
 // M <= 16 streams the packed weights once through tensor cores (the decode path); M >= 17 dequantizes
 // (a chunk of) W to fp16 in `workspace` and calls cuBLAS (needs cublas_handle and workspace_bytes >=
-// linear_workspace_bytes(w, m)).
+// linear_workspace_bytes(w, m)). Dense weights: M <= 16 streams the fp16 rows once through tensor cores
+// (linear_dense_sm70.cu / linear_dense_sm80.cu); M >= 17 calls cuBLAS on the weight itself (needs cublas_handle,
+// no workspace), then multiplies the rows by channel_scales when there are any (with fp16 output that rounds twice,
+// and the unscaled sum must fit fp16).
 struct LinearArgs {
   const void* x = nullptr;  // __half*
   int64_t m = 0;
@@ -53,7 +60,9 @@ struct LinearArgs {
   void* cublas_handle = nullptr;  // cublasHandle_t, owned by the caller (bound to `stream` by the callee)
   void* stream = nullptr;         // cudaStream_t
   int force_path = 0;             // 0: auto; 1: force the M<=16 decode kernel (needs m <= 16); 2: force dequant+GEMM
-  int tuning = 0;                 // 0: default; else an sm80 decode-kernel variant (bench_linear --sweep)
+  int tuning = 0;                 // 0: default; else an sm80 decode-kernel variant (bench_linear --sweep);
+                                  // dense weights: the decode kernels' warps per block, 4, 8 or 16 (both families;
+                                  // overlap and l2_prefetch_kib do not apply to them)
   // sm80 decode on sm_90+: 0 = default, 1 = programmatic dependent launch (the kernel issues its first weight
   // loads before waiting for the previous kernel in the stream to finish), 2 = plain launch.
   int overlap = 0;
@@ -68,13 +77,13 @@ struct LinearArgs {
 
 inline constexpr int64_t kMaxDecodeRows = 16;
 
-// Bytes of workspace the M >= 17 path wants (0 for m <= 16). Smaller workspaces still work (the weight is
-// processed in row chunks) as long as one chunk of 256 rows fits.
+// Bytes of workspace the M >= 17 path wants (0 for m <= 16 and for dense weights). Smaller workspaces still work
+// (the weight is processed in row chunks) as long as one chunk of 256 rows fits.
 size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m);
 
 // y = x · W^T. Checks shapes and pointers on the host, then launches on args.stream.
-// Batch invariance (M <= 16, default pick): a token's output row is bit-identical whatever m is and whatever the
-// other rows hold, so verifying k + 1 speculative tokens reproduces plain decoding exactly.
+// Batch invariance (M <= 16, default pick; dense: any tuning): a token's output row is bit-identical whatever m is
+// and whatever the other rows hold, so verifying k + 1 speculative tokens reproduces plain decoding exactly.
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& args);
 
 // Which family to prepack for on a device of compute capability major*10+minor (>= 80: kSm80, else kSm70).
@@ -83,10 +92,12 @@ KernelFamily preferred_family(int compute_capability);
 // Family entry points (the dispatcher calls these; tests call them directly to cover both families).
 namespace sm70 {
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
+KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& args);  // kDense, m <= 16
 KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
 }  // namespace sm70
 namespace sm80 {
 KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
+KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& args);  // kDense, m <= 16
 // The decode variant (LinearArgs::tuning value) the default pick launches for this weight and m on the current
 // device, and that variant's resident blocks per SM (for logs and benchmarks).
 int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm = nullptr);

@@ -32,6 +32,8 @@ void rms_norm_ref(const RmsNormArgs& a, const HostParallel* parallel = nullptr);
 // norms): out = x / sqrt(mean(x^2) + eps) * w, w may be null.
 void rms_norm_row_ref(const float* x, const float* w, int64_t n, float eps, float* out);
 
+// Device form (norm.cu): n <= 16384 when n % 4 == 0 and every row start is 16-byte aligned (fp16 out: 8), else
+// n <= 8192; pointers aligned to their element size; kBadShape / kBadArgument otherwise.
 KernelStatus rms_norm(const RmsNormArgs& a);
 
 }  // namespace voltserve::kernels::norm

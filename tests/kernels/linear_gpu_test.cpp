@@ -641,3 +641,324 @@ TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
   CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   if (cc < 80) CHECK(linear_forward(w->view(KernelFamily::kSm80), LinearArgs{dx.p, 1, dy.p}).code == KernelCode::kUnsupported);
 }
+
+// ---- Dense fp16 weights (WeightFormat::kDense): row-major [n, k] on the device, no prepack, the same bytes for both
+// families. The reference multiplies by the exact fp16 values, so errors are only fp32 accumulation order and the fp16
+// output rounding: the cases use tolerances far below 5e-4 (1e-6 for fp32 out; 1e-5 for fp16 out, where cuBLAS may
+// also add split-k partial sums in fp16), which a dropped 16-byte chunk of any row (~1e-3 at k = 10240) breaks.
+
+namespace {
+
+constexpr double kDenseTol = 1e-6;
+constexpr double kDenseTolF16 = 1e-5;
+
+struct DenseWeight {
+  int64_t n = 0, k = 0;
+  std::vector<uint16_t> h;  // [n, k] fp16 bits
+  std::vector<float> channel;
+  std::unique_ptr<DeviceBuffer> dw, dchannel;
+
+  HostWeightRef host() const {
+    HostWeightRef r;
+    r.format = WeightFormat::kDense;
+    r.n = n;
+    r.k = k;
+    r.codes = reinterpret_cast<const uint8_t*>(h.data());
+    r.channel_scales = channel.empty() ? nullptr : channel.data();
+    r.dense_dtype = voltserve::DType::kF16;
+    return r;
+  }
+  PackedWeightView view(KernelFamily fam) const {
+    PackedWeightView v;
+    v.format = WeightFormat::kDense;
+    v.family = fam;
+    v.n = n;
+    v.k = k;
+    v.codes = static_cast<const uint8_t*>(dw->p);
+    v.channel_scales = dchannel ? static_cast<const float*>(dchannel->p) : nullptr;
+    return v;
+  }
+};
+
+// Seeded fp16 weights of magnitude 2^-5 .. 1, both signs, built from bits (fast enough for lm_head's 1.3 G values);
+// optional per-row multipliers in [0.5, 1.5).
+std::unique_ptr<DenseWeight> make_dense(int64_t n, int64_t k, bool per_channel, uint64_t seed) {
+  auto w = std::make_unique<DenseWeight>();
+  w->n = n;
+  w->k = k;
+  w->h.resize(static_cast<size_t>(n * k));
+  SplitMix rng(seed);
+  for (size_t i = 0; i < w->h.size(); i += 4) {
+    const uint64_t r = rng.next();
+    for (size_t j = 0; j < 4 && i + j < w->h.size(); ++j) {
+      const auto b = static_cast<uint32_t>(r >> (16 * j)) & 0xFFFF;
+      w->h[i + j] = static_cast<uint16_t>((b & 0x83FF) | ((10 + ((b >> 10) & 31) % 5) << 10));
+    }
+  }
+  if (per_channel) {
+    w->channel.resize(static_cast<size_t>(n));
+    for (auto& c : w->channel) c = static_cast<float>(0.5 + rng.uniform());
+  }
+  w->dw = std::make_unique<DeviceBuffer>(w->h.size() * 2);
+  REQUIRE(w->dw->p != nullptr);
+  CUDA_REQUIRE(cudaMemcpy(w->dw->p, w->h.data(), w->h.size() * 2, cudaMemcpyHostToDevice));
+  if (per_channel) {
+    w->dchannel = std::make_unique<DeviceBuffer>(w->channel.size() * sizeof(float));
+    REQUIRE(w->dchannel->p != nullptr);
+    CUDA_REQUIRE(cudaMemcpy(w->dchannel->p, w->channel.data(), w->channel.size() * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  return w;
+}
+
+// x [m, k] (fp16 bits) in `layout` for the device (slots never read hold NaN).
+std::vector<uint16_t> lay_out_x(const std::vector<uint16_t>& xh, int64_t m, int64_t k, XLayout layout) {
+  std::vector<uint16_t> xl(static_cast<size_t>(x_buffer_halves(layout, m, k)), 0xFFFF);
+  for (int64_t tok = 0; tok < m; ++tok)
+    for (int64_t kk = 0; kk < k; ++kk) xl[static_cast<size_t>(x_offset(layout, k, tok, kk))] = xh[static_cast<size_t>(tok * k + kk)];
+  return xl;
+}
+
+// One dense case against the reference: poisoned output, guard bytes, NaN check, normalised error <= kDenseTol.
+// Prints one line per case; returns the error.
+double run_dense_case(Context& ctx, const DenseWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed,
+                      int tuning = 0, XLayout layout = XLayout::kRowMajor, int force_path = 0) {
+  const std::string name = "linear dense m=" + std::to_string(m) + " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) +
+                           " fam=" + family_name(fam) + (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel") +
+                           (tuning > 0 ? " warps=" + std::to_string(tuning) : "") +
+                           (layout == XLayout::kTokenChunked ? " x=chunked" : "") +
+                           (force_path == 2 ? " path=cublas" : "");
+  INFO(name);
+  SplitMix rng(seed);
+  std::vector<uint16_t> xh(static_cast<size_t>(m * w.k));
+  std::vector<float> xf(xh.size());
+  voltserve::test::fill_activations(xh, xf, rng);
+  const std::vector<uint16_t> xl = lay_out_x(xh, m, w.k, layout);
+  DeviceBuffer dx(xl.size() * 2);
+  REQUIRE(dx.p != nullptr);
+  CUDA_REQUIRE(cudaMemcpy(dx.p, xl.data(), xl.size() * 2, cudaMemcpyHostToDevice));
+  const size_t esize = y_f32 ? 4 : 2;
+  const size_t ybytes = static_cast<size_t>(m * w.n) * esize;
+  DeviceBuffer dy(ybytes + 2 * kGuard);
+  REQUIRE(dy.p != nullptr);
+  CUDA_REQUIRE(cudaMemset(dy.p, kGuardByte, ybytes + 2 * kGuard));
+  CUDA_REQUIRE(cudaMemset(static_cast<char*>(dy.p) + kGuard, 0xFF, ybytes));  // NaN poison
+
+  LinearArgs a;
+  a.x = dx.p;
+  a.m = m;
+  a.y = static_cast<char*>(dy.p) + kGuard;
+  a.y_f32 = y_f32;
+  a.cublas_handle = ctx.cublas;  // no workspace: the dense path needs none
+  a.tuning = tuning;
+  a.x_layout = layout;
+  a.force_path = force_path;
+  const KernelStatus st = linear_forward(w.view(fam), a);
+  INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
+  REQUIRE(st.ok());
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+
+  std::vector<uint8_t> raw(ybytes + 2 * kGuard);
+  CUDA_REQUIRE(cudaMemcpy(raw.data(), dy.p, raw.size(), cudaMemcpyDeviceToHost));
+  bool guards_ok = true;
+  for (size_t i = 0; i < kGuard; ++i) guards_ok &= raw[i] == kGuardByte && raw[kGuard + ybytes + i] == kGuardByte;
+  CHECK(guards_ok);
+  std::vector<float> y(static_cast<size_t>(m * w.n));
+  size_t nan = 0, first_nan = y.size();
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y_f32) {
+      std::memcpy(&y[i], raw.data() + kGuard + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, raw.data() + kGuard + 2 * i, 2);
+      y[i] = voltserve::fp::f16_to_float(h);
+    }
+    if (std::isnan(y[i]) && nan++ == 0) first_nan = i;
+  }
+  CHECK(nan == 0);
+
+  const std::vector<int64_t> rows = sample_rows(w.n, m, w.k, seed ^ 0x5151);
+  std::vector<float> ref(static_cast<size_t>(m) * rows.size());
+  linear_ref_rows(w.host(), rows, xf.data(), m, ref.data());
+  double num = 0.0, den = 0.0, worst = -1.0;
+  int64_t worst_tok = -1, worst_row = -1;
+  for (int64_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j < rows.size(); ++j) {
+      const double b = ref[i * rows.size() + j];
+      const double d = static_cast<double>(y[i * w.n + rows[j]]) - b;
+      num += d * d;
+      den += b * b;
+      if (std::fabs(d) > worst) {
+        worst = std::fabs(d);
+        worst_tok = i;
+        worst_row = rows[j];
+      }
+    }
+  }
+  const double err = den > 0 ? num / den : num;
+  const double tol = y_f32 ? kDenseTol : kDenseTolF16;
+  const bool ok = err <= tol && nan == 0 && guards_ok;
+  std::printf("%-70s rows=%-6zu err=%.3e %s\n", name.c_str(), rows.size(), err, ok ? "ok" : "FAIL");
+  if (!ok) {
+    std::printf("  worst |d| = %.4g at token %lld row %lld; NaN %zu (first at %zu); guards %s; tolerance %.0e\n", worst,
+                static_cast<long long>(worst_tok), static_cast<long long>(worst_row), nan, first_nan,
+                guards_ok ? "intact" : "DAMAGED", tol);
+  }
+  std::fflush(stdout);
+  CHECK(err <= tol);
+  return err;
+}
+
+std::vector<KernelFamily> families_of(int cc) {
+  std::vector<KernelFamily> f = {KernelFamily::kSm70};
+  if (cc >= 80) f.push_back(KernelFamily::kSm80);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("linear gpu dense fp16: 27B shapes, fixtures, every M, both families", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  Context ctx;
+  REQUIRE(ctx.cublas != nullptr);
+  struct DenseShape {
+    int64_t n, k;
+    bool per_channel;
+  };
+  // mtp.fc, GDN in_proj_a / b, a 1024-tile weight (4 warps), an awkward one (n no multiple of 16, k % 64 == 16), and
+  // the tiny fixture shapes (n, k 16..128; head dims 16 / 24 / 32 as row counts).
+  const DenseShape shapes[] = {{5120, 10240, false}, {48, 5120, false}, {48, 5120, true},  {16384, 5120, true},
+                               {1000, 272, true},    {5136, 1104, false}, {16, 16, false},  {24, 32, true},
+                               {32, 48, false},      {16, 64, true},      {128, 128, false}, {100, 112, true},
+                               {7, 16, false},       {1, 64, false}};
+  uint64_t seed = 2000;
+  for (const DenseShape& s : shapes) {
+    auto w = make_dense(s.n, s.k, s.per_channel, seed++);
+    for (KernelFamily fam : families_of(cc)) {
+      for (int64_t m : all_ms()) run_dense_case(ctx, *w, fam, m, true, seed * 100 + static_cast<uint64_t>(m));
+      for (int64_t m : {1, 9, 16, 64}) run_dense_case(ctx, *w, fam, m, false, seed * 100 + 50 + static_cast<uint64_t>(m));
+      for (int64_t m : {2, 8, 13, 16}) {
+        run_dense_case(ctx, *w, fam, m, true, seed * 100 + 70 + static_cast<uint64_t>(m), 0, XLayout::kTokenChunked);
+      }
+      // Every warps-per-block choice, and cuBLAS at decode sizes (force_path = 2).
+      for (int warps : {4, 8, 16}) {
+        for (int64_t m : {1, 16}) run_dense_case(ctx, *w, fam, m, m == 1, seed * 100 + 80 + static_cast<uint64_t>(m + warps), warps);
+      }
+    }
+    run_dense_case(ctx, *w, KernelFamily::kSm70, 5, true, seed * 100 + 99, 0, XLayout::kRowMajor, 2);
+  }
+}
+
+TEST_CASE("linear gpu dense fp16 lm_head 5120->248320", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  Context ctx;
+  REQUIRE(ctx.cublas != nullptr);
+  auto w = make_dense(248320, 5120, false, 2100);
+  for (KernelFamily fam : families_of(cc)) {
+    for (int64_t m : {1, 4, 8, 9, 16, 17, 64}) run_dense_case(ctx, *w, fam, m, true, 21000 + static_cast<uint64_t>(m));
+    run_dense_case(ctx, *w, fam, 8, false, 21100, 0, XLayout::kTokenChunked);
+  }
+}
+
+// Batch invariance (dense): a token's output must not depend on how many tokens share the launch nor on what the
+// others hold. The first m rows of a 16-token launch must equal, bit for bit, a launch of only those m rows (x
+// row-major or token-chunked), and a 16-token launch whose rows m.. hold other data; per family and warps per block.
+TEST_CASE("linear gpu dense decode is batch invariant (bitwise)", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  const int64_t shapes[][2] = {{48, 5120}, {5120, 10240}, {16384, 5120}, {100, 112}, {24, 32}};
+  uint64_t seed = 2200;
+  for (const auto& s : shapes) {
+    auto w = make_dense(s[0], s[1], true, seed++);
+    SplitMix rng(seed * 7);
+    std::vector<uint16_t> xh(static_cast<size_t>(16 * w->k)), xo(xh.size());
+    std::vector<float> xf(xh.size());
+    voltserve::test::fill_activations(xh, xf, rng);
+    voltserve::test::fill_activations(xo, xf, rng);  // other data for rows m..15
+    DeviceBuffer dx(static_cast<size_t>(x_buffer_halves(XLayout::kTokenChunked, 16, w->k)) * 2);
+    DeviceBuffer dy(static_cast<size_t>(16 * w->n) * 4);
+    REQUIRE((dx.p != nullptr && dy.p != nullptr));
+    auto run = [&](KernelFamily fam, int64_t m, int tuning, XLayout layout, const std::vector<uint16_t>& x) {
+      const std::vector<uint16_t> xl = lay_out_x(x, m, w->k, layout);
+      CUDA_REQUIRE(cudaMemcpy(dx.p, xl.data(), xl.size() * 2, cudaMemcpyHostToDevice));
+      CUDA_REQUIRE(cudaMemset(dy.p, 0xFF, static_cast<size_t>(16 * w->n) * 4));
+      LinearArgs a;
+      a.x = dx.p;
+      a.m = m;
+      a.y = dy.p;
+      a.tuning = tuning;
+      a.x_layout = layout;
+      const KernelStatus st = linear_forward(w->view(fam), a);
+      INFO("status " << st.message);
+      REQUIRE(st.ok());
+      std::vector<float> y(static_cast<size_t>(m * w->n));
+      CUDA_REQUIRE(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
+      return y;
+    };
+    for (KernelFamily fam : families_of(cc)) {
+      for (int tuning : {0, 4, 8, 16}) {
+        const std::vector<float> y16 = run(fam, 16, tuning, XLayout::kRowMajor, xh);
+        for (int64_t m : {1, 2, 5, 8, 9, 15, 16}) {
+          for (XLayout layout : {XLayout::kRowMajor, XLayout::kTokenChunked}) {
+            // Alone: only the first m rows.
+            const std::vector<float> ym = run(fam, m, tuning, layout, xh);
+            // With other rows: 16 rows, rows m.. replaced.
+            std::vector<uint16_t> mixed = xh;
+            std::copy(xo.begin() + m * w->k, xo.end(), mixed.begin() + m * w->k);
+            const std::vector<float> yx = run(fam, 16, tuning, layout, mixed);
+            const size_t cmp = static_cast<size_t>(m * w->n) * 4;
+            const bool same = std::memcmp(ym.data(), y16.data(), cmp) == 0 && std::memcmp(yx.data(), y16.data(), cmp) == 0;
+            size_t first = 0;
+            while (!same && first < static_cast<size_t>(m * w->n) && std::memcmp(&ym[first], &y16[first], 4) == 0 &&
+                   std::memcmp(&yx[first], &y16[first], 4) == 0) {
+              ++first;
+            }
+            std::printf("linear dense batch-invariance n=%lld k=%lld fam=%s warps=%d m=%lld x=%s vs 16 %s", static_cast<long long>(w->n),
+                        static_cast<long long>(w->k), family_name(fam), tuning, static_cast<long long>(m),
+                        layout == XLayout::kRowMajor ? "row" : "chunked", same ? "same\n" : "DIFFERENT");
+            if (!same) std::printf(" (first at token %zu row %zu)\n", first / static_cast<size_t>(w->n), first % static_cast<size_t>(w->n));
+            CHECK(same);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("linear gpu dense rejects bad arguments with a status", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  Context ctx;
+  auto w = make_dense(32, 64, false, 2300);
+  DeviceBuffer dx(64 * 2 * 32), dy(32 * 4 * 32);
+  LinearArgs a;
+  a.x = dx.p;
+  a.y = dy.p;
+  a.m = 4;
+  PackedWeightView v = w->view(KernelFamily::kSm70);
+  CHECK(linear_forward(v, a).ok());
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  PackedWeightView bad = v;
+  bad.codes += 2;  // not 16-byte aligned
+  CHECK(linear_forward(bad, a).code == KernelCode::kBadArgument);
+  bad = v;
+  bad.k = 40;  // k must be a multiple of 16
+  CHECK(linear_forward(bad, a).code == KernelCode::kBadShape);
+  for (int t : {1, 3, 12, 32}) {
+    a.tuning = t;
+    CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
+  }
+  a.tuning = 0;
+  a.m = 17;  // needs a cuBLAS handle (no workspace)
+  CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
+  a.cublas_handle = ctx.cublas;
+  CHECK(linear_forward(v, a).ok());
+  a.x_layout = XLayout::kTokenChunked;  // the GEMM path takes row-major x
+  CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
+  a.x_layout = XLayout::kRowMajor;
+  a.m = 4;
+  // The family entry points check on their own: the other family's view, a quantized weight.
+  CHECK(sm70::linear_dense_decode(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+  bad = v;
+  bad.format = WeightFormat::kFp8;
+  CHECK(sm70::linear_dense_decode(bad, a).code == KernelCode::kBadArgument);
+  if (cc < 80) CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kUnsupported);
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+}
