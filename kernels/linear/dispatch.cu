@@ -26,6 +26,7 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
   }
   if (a.x == nullptr || a.y == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: x or y is null");
   if (a.m < 1) return VS_KERNEL_FAIL(kBadShape, "linear: m must be >= 1");
+  if (a.y_stride != 0 && a.y_stride < w.n) return VS_KERNEL_FAIL(kBadShape, "linear: y_stride must be 0 or >= n");
   if ((reinterpret_cast<uintptr_t>(a.x) & 15) != 0) return VS_KERNEL_FAIL(kBadArgument, "linear: x must be 16-byte aligned");
   if (a.x_layout != XLayout::kRowMajor && a.x_layout != XLayout::kTokenChunked) {
     return VS_KERNEL_FAIL(kBadArgument, "linear: x_layout must be kRowMajor or kTokenChunked");
@@ -91,7 +92,8 @@ KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
     const cublasStatus_t st = cublasGemmEx(
         handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(a.m), static_cast<int>(w.k),
         &alpha, a.workspace, CUDA_R_16F, static_cast<int>(w.k), a.x, CUDA_R_16F, static_cast<int>(w.k), &beta, yc,
-        a.y_f32 ? CUDA_R_32F : CUDA_R_16F, static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        a.y_f32 ? CUDA_R_32F : CUDA_R_16F, static_cast<int>(a.y_stride > 0 ? a.y_stride : w.n), CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
     if (st != CUBLAS_STATUS_SUCCESS) {
       return kernel_error(KernelCode::kCudaError, "cublasGemmEx", __FILE__, __LINE__, static_cast<int>(st));
     }

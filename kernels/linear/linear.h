@@ -54,6 +54,7 @@ struct LinearArgs {
   const void* x = nullptr;  // __half*
   int64_t m = 0;
   void* y = nullptr;
+  int64_t y_stride = 0;  // elements between rows of y (0: n): a weight's output can be a column range of a wider one
   bool y_f32 = true;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;

@@ -15,15 +15,17 @@
 namespace voltserve::kernels::dense {
 namespace {
 
-// y[t, r] *= c[r] over y [m, n] row-major (fp32, or fp16 rounded once more). Grid-stride, one element per step.
-__global__ void scale_rows_kernel(void* y, bool y_f32, int64_t total, int64_t n, const float* c) {
+// y[t, r] *= c[r] over y [m, n] with rows ldy elements apart (fp32, or fp16 rounded once more). Grid-stride, one
+// element per step.
+__global__ void scale_rows_kernel(void* y, bool y_f32, int64_t total, int64_t n, int64_t ldy, const float* c) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t at = (i / n) * ldy + i % n;
     const float s = c[i % n];
     if (y_f32) {
-      static_cast<float*>(y)[i] *= s;
+      static_cast<float*>(y)[at] *= s;
     } else {
-      __half* h = static_cast<__half*>(y) + i;
+      __half* h = static_cast<__half*>(y) + at;
       *h = __float2half_rn(__half2float(*h) * s);
     }
   }
@@ -63,11 +65,12 @@ KernelStatus gemm_cublas(const PackedWeightView& w, const LinearArgs& a) {
   }
   const float alpha = 1.0f;
   const float beta = 0.0f;
+  const int64_t ldy = a.y_stride > 0 ? a.y_stride : w.n;
   // Column-major view, as the quantized path: Y^T [n, m] (ld n) = W [n, k] (row-major = col-major k x n, op T) * X^T.
   const cublasStatus_t st = cublasGemmEx(
       handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.n), static_cast<int>(a.m), static_cast<int>(w.k), &alpha,
       w.codes, CUDA_R_16F, static_cast<int>(w.k), a.x, CUDA_R_16F, static_cast<int>(w.k), &beta, a.y,
-      a.y_f32 ? CUDA_R_32F : CUDA_R_16F, static_cast<int>(w.n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      a.y_f32 ? CUDA_R_32F : CUDA_R_16F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) {
     return kernel_error(KernelCode::kCudaError, "cublasGemmEx", __FILE__, __LINE__, static_cast<int>(st));
   }
@@ -75,7 +78,8 @@ KernelStatus gemm_cublas(const PackedWeightView& w, const LinearArgs& a) {
     const int64_t total = a.m * w.n;
     constexpr int kThreads = 256;
     const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 8192);
-    scale_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a.y, a.y_f32, total, w.n, w.channel_scales);
+    scale_rows_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(a.y, a.y_f32, total, w.n, ldy,
+                                                                              w.channel_scales);
     VS_CUDA_TRY(cudaGetLastError());
   }
   return KernelStatus::Ok();

@@ -28,6 +28,7 @@ struct DenseParams {
   void* y;                      // [m, n] fp32 (y_f32) or fp16
   const float* channel_scales;  // [n] or nullptr
   int n, k, m, kblocks;
+  int64_t ldy;  // elements between rows of y
   bool y_f32;
   bool x_chunked;
 };
@@ -142,7 +143,7 @@ __global__ void __launch_bounds__(WARPS * 32) dense_decode_kernel(DenseParams p)
     const int tok = nt * 8 + 2 * (ln & 3) + (c & 1);
     if (row < p.n && tok < p.m) {
       const float v = p.channel_scales != nullptr ? sum * p.channel_scales[row] : sum;
-      const size_t idx = static_cast<size_t>(tok) * p.n + row;
+      const size_t idx = static_cast<size_t>(tok) * p.ldy + row;
       if (p.y_f32) {
         static_cast<float*>(p.y)[idx] = v;
       } else {
@@ -172,6 +173,7 @@ KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& a)
   p.y = a.y;
   p.channel_scales = w.channel_scales;
   p.n = static_cast<int>(w.n);
+  p.ldy = a.y_stride > 0 ? a.y_stride : w.n;
   p.k = static_cast<int>(w.k);
   p.m = static_cast<int>(a.m);
   p.kblocks = static_cast<int>(dense::kblocks(w.k));

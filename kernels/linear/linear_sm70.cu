@@ -31,6 +31,7 @@ struct Params {
   const uint16_t* scales;
   const __half* x;
   void* y;
+  int64_t ldy;  // elements between rows of y
   const float* channel_scales;
   float global_scale;
   float out_scale;
@@ -177,7 +178,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) decode_kernel(Params p) {
     if (row < p.n && tok < p.m) {
       float v = s * p.out_scale;
       if (p.channel_scales != nullptr) v *= p.channel_scales[row];
-      const size_t idx = static_cast<size_t>(tok) * p.n + row;
+      const size_t idx = static_cast<size_t>(tok) * p.ldy + row;
       if (p.y_f32) {
         static_cast<float*>(p.y)[idx] = v;
       } else {
@@ -262,6 +263,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.n_tiles = static_cast<int>((w.n + 31) / 32);
   p.kblocks = static_cast<int>(((fp8 ? w.k : w.k / 2) + 15) / 16);
   p.y_f32 = a.y_f32;
+  p.ldy = a.y_stride > 0 ? a.y_stride : w.n;
   p.x_chunked = a.x_layout == XLayout::kTokenChunked;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool two = a.m > 8;

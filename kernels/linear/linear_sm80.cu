@@ -53,6 +53,7 @@ struct Params {
   const uint16_t* scales;
   const __half* x;
   void* y;
+  int64_t ldy;  // elements between rows of y
   const float* channel_scales;
   float global_scale;
   float out_scale;
@@ -397,7 +398,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
     if (row < p.n && tok < p.m) {
       float v = sum * p.out_scale * (kFp8 ? kFp8DecodeScale : 1.0f);
       if (p.channel_scales != nullptr) v *= p.channel_scales[row];
-      const size_t idx = static_cast<size_t>(tok) * p.n + row;
+      const size_t idx = static_cast<size_t>(tok) * p.ldy + row;
       if (p.y_f32) {
         static_cast<float*>(p.y)[idx] = v;
       } else {
@@ -725,6 +726,7 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.n_tiles = row_tiles(w);
   p.kblocks = static_cast<int>(sm80_kblocks(fp8, w.k));
   p.y_f32 = a.y_f32;
+  p.ldy = a.y_stride > 0 ? a.y_stride : w.n;
   const int nt = token_tiles(a.m);
   int tuning = a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning;
 #ifdef VOLTSERVE_DECODE_DIAGNOSTICS

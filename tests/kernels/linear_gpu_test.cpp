@@ -962,3 +962,63 @@ TEST_CASE("linear gpu dense rejects bad arguments with a status", "[gpu]") {
   if (cc < 80) CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kUnsupported);
   CUDA_REQUIRE(cudaDeviceSynchronize());
 }
+
+// A weight's output as a column range of a wider one (LinearArgs::y_stride, the merged-output views of the CUDA
+// backend): the same values as a contiguous output, bit for bit, and the columns outside the range untouched, on
+// the decode path and the M >= 17 path of every format.
+TEST_CASE("linear gpu y_stride writes a column range of a wider output", "[gpu]") {
+  int cc = 0;
+  if (!have_device(&cc)) SKIP("no CUDA device");
+  Context ctx;
+  const int64_t n = 80, k = 128, pad_left = 16, ldy = n + 40;
+  const auto nv = make_weight(WeightFormat::kNvfp4, n, k, false, 31);
+  const auto f8 = make_weight(WeightFormat::kFp8, n, k, true, 32);
+  const auto de = make_dense(n, k, true, 33);
+  for (KernelFamily fam : families_of(cc)) {
+    for (int64_t m : {int64_t{3}, int64_t{16}, int64_t{20}}) {
+      for (int which = 0; which < 3; ++which) {
+        const PackedWeightView v = which == 0 ? nv->view(fam) : which == 1 ? f8->view(fam) : de->view(fam);
+        SplitMix rng(static_cast<uint64_t>(100 + m + which));
+        std::vector<uint16_t> xh(static_cast<size_t>(m * k));
+        std::vector<float> xf(xh.size());
+        voltserve::test::fill_activations(xh, xf, rng);
+        DeviceBuffer dx(xh.size() * 2), dy(static_cast<size_t>(m * n) * 4), dwide(static_cast<size_t>(m * ldy) * 4);
+        CUDA_REQUIRE(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+        CUDA_REQUIRE(cudaMemset(dwide.p, 0x7F, dwide.bytes));  // sentinel 0x7F7F7F7F
+        LinearArgs a;
+        a.x = dx.p;
+        a.m = m;
+        a.workspace = ctx.workspace->p;
+        a.workspace_bytes = ctx.workspace->bytes;
+        a.cublas_handle = ctx.cublas;
+        a.y = dy.p;
+        REQUIRE(linear_forward(v, a).ok());
+        a.y = static_cast<float*>(dwide.p) + pad_left;
+        a.y_stride = ldy;
+        REQUIRE(linear_forward(v, a).ok());
+        CUDA_REQUIRE(cudaDeviceSynchronize());
+        std::vector<float> y(static_cast<size_t>(m * n)), wide(static_cast<size_t>(m * ldy));
+        CUDA_REQUIRE(cudaMemcpy(y.data(), dy.p, dy.bytes, cudaMemcpyDeviceToHost));
+        CUDA_REQUIRE(cudaMemcpy(wide.data(), dwide.p, dwide.bytes, cudaMemcpyDeviceToHost));
+        int64_t differ = 0, touched = 0;
+        uint32_t sentinel = 0x7F7F7F7Fu;
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < ldy; ++j) {
+            const float got = wide[static_cast<size_t>(i * ldy + j)];
+            if (j >= pad_left && j < pad_left + n) {
+              differ += std::memcmp(&got, &y[static_cast<size_t>(i * n + j - pad_left)], 4) != 0 ? 1 : 0;
+            } else {
+              touched += std::memcmp(&got, &sentinel, 4) != 0 ? 1 : 0;
+            }
+          }
+        }
+        std::printf("linear y_stride %s m=%lld fam=%s ldy=%lld: %lld values differ, %lld outside touched %s\n",
+                    weight_format_name(v.format), static_cast<long long>(m), family_name(fam),
+                    static_cast<long long>(ldy), static_cast<long long>(differ), static_cast<long long>(touched),
+                    differ == 0 && touched == 0 ? "ok" : "FAIL");
+        CHECK(differ == 0);
+        CHECK(touched == 0);
+      }
+    }
+  }
+}
