@@ -322,3 +322,12 @@ TEST_CASE("gdn kernel bodies on the CPU emulator match gdn_ref: 27B shape steps"
   prefill.seed = 5003;
   cases::run_case(be, sh.name, prefill);
 }
+
+// The GPU test's long cases (2048-token segments in every mode, long memory) on one fixture shape; hidden from the
+// default run (minutes on one core): test_kernels_gdn "[slow]".
+TEST_CASE("gdn kernel bodies on the CPU emulator match gdn_ref: long segments", "[.][slow]") {
+  EmuBackend be;
+  const cases::Shape sh = cases::tiny_shapes()[1];
+  for (const auto& c : cases::chunked_cases(sh.p, 7000, true)) cases::run_case(be, sh.name, c);
+  for (const auto& c : cases::mixed_cases(sh.p, 7100, true)) cases::run_case(be, sh.name, c);
+}

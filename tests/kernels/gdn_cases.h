@@ -153,6 +153,7 @@ struct CaseSpec {
   bool weak_decay = false;  // A_log near -7: g ~ -0.005, long memory (stresses the chunked sums)
   uint64_t seed = 1;
   std::vector<Commit> commits;  // applied after the last call (backend commit vs commit_ref)
+  bool cross_ref = false;       // also compare with the reference run token by token (kSequential)
 };
 
 inline const char* mode_name(Mode m) { return m == Mode::kAuto ? "auto" : m == Mode::kSequential ? "seq" : "chunked"; }
@@ -421,6 +422,8 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
   ThreadParallel pool;
   std::vector<float> ref_out(static_cast<size_t>(d.n_rows * d.out_stride), 0.0f);
   std::vector<uint8_t> out_raw;
+  // The cross reference: gdn_ref in kSequential on its own copies of the states (no checkpoints).
+  std::vector<float> x_conv = d.conv_state, x_rec = d.rec_state, x_out(ref_out.size(), 0.0f);
   bool all_ok = true;
   for (int32_t call = 0; call < c.n_calls; ++call) {
     const CallInputs in = make_inputs(d, rng);
@@ -454,18 +457,26 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
     r.mode = c.mode;
     r.parallel = &pool;
     kernels::gdn::gdn_ref(p, r);
+    if (c.cross_ref) {
+      RefArgs rx = r;
+      rx.state = State{x_conv.data(), x_rec.data(), nullptr, nullptr, 0};
+      rx.out = x_out.data();
+      rx.mode = Mode::kSequential;
+      kernels::gdn::gdn_ref(p, rx);
+    }
 
     // Outputs of this call: every sequence row written and close; other rows and the stride padding untouched.
     out_raw = d.d_out.download();
     const size_t esz = voltserve::dtype_bytes(c.out_dtype);
     const std::vector<int32_t> owner = row_owner(d);
-    ErrAcc e;
+    ErrAcc e, ex;
     size_t untouched_bad = 0, first_bad = 0;
     for (int64_t row = 0; row < d.n_rows; ++row) {
       for (int64_t col = 0; col < d.out_stride; ++col) {
         const int64_t idx = row * d.out_stride + col;
         if (owner[static_cast<size_t>(row)] >= 0 && col < d.v_width) {
           e.add(out_value(out_raw, idx, c.out_dtype), ref_out[static_cast<size_t>(idx)]);
+          ex.add(out_value(out_raw, idx, c.out_dtype), x_out[static_cast<size_t>(idx)]);
         } else {
           for (size_t bi = 0; bi < esz; ++bi) {
             if (out_raw[static_cast<size_t>(idx) * esz + bi] != kPoisonByte) {
@@ -477,6 +488,7 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
     }
     const std::string cl = label + (c.n_calls > 1 ? " call=" + std::to_string(call) : "");
     all_ok &= report(cl, "out", e);
+    if (c.cross_ref) all_ok &= report(cl, "out-vs-seq-ref", ex);
     all_ok &= report_flag(cl, "out-untouched", untouched_bad == 0,
                           untouched_bad ? " first=" + std::to_string(first_bad) : "");
   }
@@ -487,7 +499,7 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
   for (const SeqDesc& s : d.seqs) {
     if (s.n_tokens > 0) used[static_cast<size_t>(s.slot)] = 1;
   }
-  ErrAcc es;
+  ErrAcc es, esx;
   const int64_t ssz = p.recurrent_state_size(), csz = p.conv_state_width();
   bool slots_ok = true, conv_ok = true;
   for (int32_t slot = 0; slot < d.n_slots; ++slot) {
@@ -498,6 +510,7 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
         float g;
         std::memcpy(&g, got_r + i * 4, 4);
         es.add(g, d.rec_state[static_cast<size_t>(slot * ssz + i)]);
+        esx.add(g, x_rec[static_cast<size_t>(slot * ssz + i)]);
       }
       conv_ok &= report_exact(label + " slot=" + std::to_string(slot), "conv-state", got_c,
                               reinterpret_cast<const uint8_t*>(d.conv_state.data() + slot * csz),
@@ -508,6 +521,7 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
     }
   }
   all_ok &= report(label, "state", es);
+  if (c.cross_ref) all_ok &= report(label, "state-vs-seq-ref", esx);
   all_ok &= conv_ok;
   all_ok &= report_flag(label, "other-slots-unchanged", slots_ok);
 
@@ -688,6 +702,7 @@ inline std::vector<CaseSpec> chunked_cases(const Params& p, uint64_t seed, bool 
       c.mode = m;
       c.out_dtype = T % 2 ? voltserve::DType::kF32 : voltserve::DType::kF16;
       c.seqs = {{T, 0, -1, 2}};
+      c.cross_ref = m != Mode::kSequential;
       c.seed = seed++;
       cs.push_back(c);
     }
@@ -699,6 +714,7 @@ inline std::vector<CaseSpec> chunked_cases(const Params& p, uint64_t seed, bool 
     c.mode = m;
     c.seqs = {{big ? 1000 : 150, 1}};
     c.weak_decay = true;
+    c.cross_ref = true;
     c.seed = seed++;
     cs.push_back(c);
   }
@@ -714,6 +730,7 @@ inline std::vector<CaseSpec> mixed_cases(const Params& p, uint64_t seed, bool bi
     c.name = "continue";
     c.p = p;
     c.n_calls = 3;
+    c.cross_ref = true;
     c.seqs = {{37, 1}, {big ? 130 : 70, 0, -1, 1}};
     c.seed = seed++;
     for (Mode m : {Mode::kAuto, Mode::kChunked, Mode::kSequential}) {
