@@ -122,7 +122,9 @@ struct Case {
 struct Row {
   std::string name;
   double total_us, bytes, gbs, pct;
-  double stage_us[5];
+  double stage_us[5];  // with gdn_forward's own pick of the state-pass width (pass_cols)
+  int pass_cols = 0;
+  double pass_us[2] = {0, 0};  // the state pass at 16 and at 32 columns per block
 };
 
 }  // namespace
@@ -269,17 +271,28 @@ int main(int argc, char** argv) {
     Row row;
     row.name = c.name;
     row.total_us = median_us_graph(s, launches, replays, [&](int i) { KS(gdn_forward(p, args(i))); });
-    for (Stage st : kStages) {
-      ForwardPlan plan;
-      KS(plan_forward(p, args(0), &plan));
-      const size_t si = static_cast<size_t>(st);
-      row.stage_us[si] = 0;
-      if (!stage_launch(plan, st).run) continue;
-      row.stage_us[si] = median_us_graph(s, launches, replays, [&](int i) {
+    PlanOptions opt;
+    opt.sm_count = prop.multiProcessorCount;  // as gdn_forward plans
+    auto time_stage = [&](Stage st, const PlanOptions& o) {
+      return median_us_graph(s, launches, replays, [&](int i) {
         ForwardPlan pl;
-        KS(plan_forward(p, args(i), &pl));
+        KS(plan_forward(p, args(i), &pl, o));
         KS(launch_stage(pl, st));
       });
+    };
+    ForwardPlan plan;
+    KS(plan_forward(p, args(0), &plan, opt));
+    row.pass_cols = plan.pass_cols;
+    for (Stage st : kStages) {
+      const size_t si = static_cast<size_t>(st);
+      row.stage_us[si] = stage_launch(plan, st).run ? time_stage(st, opt) : 0.0;
+    }
+    if (plan.state_pass.run) {
+      for (int w = 0; w < 2; ++w) {
+        PlanOptions forced = opt;
+        forced.pass_cols = w == 0 ? 16 : 32;
+        row.pass_us[w] = time_stage(Stage::kStatePass, forced);
+      }
     }
     // Modelled bytes of one call: the recurrent state read and written once, the conv state read and written,
     // qkv / z / b / a read, out written (fp16), checkpoints written, and the workspace: conv outputs written and
@@ -301,6 +314,10 @@ int main(int argc, char** argv) {
       if (row.stage_us[static_cast<size_t>(st)] > 0)
         std::printf(" %s %.1f us", stage_name(st), row.stage_us[static_cast<size_t>(st)]);
     }
+    if (row.pass_us[0] > 0) {
+      std::printf("  (pass_cols %d; state pass at 16 / 32 columns: %.1f / %.1f us)", row.pass_cols, row.pass_us[0],
+                  row.pass_us[1]);
+    }
     std::printf("\n");
     std::fflush(stdout);
     rows.push_back(row);
@@ -313,11 +330,12 @@ int main(int argc, char** argv) {
     }
   }
 
-  // The recurrent kernel alone at decode: the state bytes it must move (read + write) over its time.
+  // Summary: the whole call, each kernel, the state pass at both widths, and the recurrent kernel alone as a
+  // fraction of the ceiling (the state bytes it must move: read + write, plus checkpoints; decode / verify rows).
   std::printf("\n== summary (read ceiling %.0f GB/s; 27B GDN layer: 16 k-heads, 48 v-heads, 128 x 128) ==\n",
               ceiling_gbs);
-  std::printf("%-24s %10s %9s %7s %10s %10s %10s %10s %10s %12s\n", "case", "total_us", "GB/s", "%ceil", "conv_us",
-              "recur_us", "prep_us", "pass_us", "norm_us", "recur%ceil");
+  std::printf("%-24s %9s %8s %6s %8s %8s %8s %8s %8s %8s %8s %10s\n", "case", "total_us", "GB/s", "%ceil", "conv_us",
+              "recur_us", "prep_us", "pass_us", "norm_us", "pass16", "pass32", "recur%ceil");
   for (const Row& r : rows) {
     const Case& c = *std::find_if(all_cases.begin(), all_cases.end(), [&](const Case& x) { return x.name == r.name; });
     const double rec_bytes = 2.0 * c.batch * state_bytes + (c.ckpt ? double(c.batch) * c.tokens * state_bytes : 0.0);
@@ -326,8 +344,9 @@ int main(int argc, char** argv) {
     if (rec_us > 0 && !(c.mode == Mode::kAuto && c.tokens > 64)) {
       std::snprintf(rec_pct, sizeof rec_pct, "%.1f%%", 100.0 * rec_bytes / (rec_us * 1e3) / ceiling_gbs);
     }
-    std::printf("%-24s %10.1f %9.1f %6.1f%% %10.1f %10.1f %10.1f %10.1f %10.1f %12s\n", r.name.c_str(), r.total_us,
-                r.gbs, r.pct, r.stage_us[0], r.stage_us[1], r.stage_us[2], r.stage_us[3], r.stage_us[4], rec_pct);
+    std::printf("%-24s %9.1f %8.1f %5.1f%% %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f %10s\n", r.name.c_str(),
+                r.total_us, r.gbs, r.pct, r.stage_us[0], r.stage_us[1], r.stage_us[2], r.stage_us[3], r.stage_us[4],
+                r.pass_us[0], r.pass_us[1], rec_pct);
   }
   CK(cudaFree(sink));
   CK(cudaStreamDestroy(s));

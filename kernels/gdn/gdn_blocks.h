@@ -7,7 +7,7 @@
 //   conv_block        causal conv + SiLU, L2 norms, beta, g           -> workspace conv / beta / g; conv state
 //   recurrent_block   token by token, state in registers, gated norm  -> out; recurrent state (+ checkpoints)
 //   chunk_prep_block  per chunk of 64: gam, A, forward substitution   -> workspace gam / W / U / Qe / P
-//   state_pass_block  per (head, 32 value columns): chunks in order   -> workspace P := o; recurrent state
+//   state_pass_block  per (head, 16 / 32 value columns): chunks in order -> workspace P := o; recurrent state
 //   chunked_norm_block gated norm of the chunked rows                  -> out
 #pragma once
 
@@ -515,46 +515,50 @@ VS_HD void chunk_prep_block(Ctx& ctx, const KernelArgs& a, int32_t chunk, int32_
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// state_pass_block: block (32 value columns e0.., v-head j, sequence) of a chunked sequence, kPassThreads
+// state_pass_block<kCols>: block (kCols value columns e0.., v-head j, sequence) of a chunked sequence, 8 kCols
 // threads: the sequential pass over the chunks. The state's value columns are independent given W, Qe and K, so
-// each block carries only S[:, e0..e0+31] (in shared memory, read from the slot once, written back once):
-//   X = [W; Qe] S            (64 + 64) x dk x 32, Wt / Qt staged transposed in 64-row slices of dk
+// each block carries only S[:, e0..e0+kCols-1] (in shared memory, read from the slot once, written back once):
+//   X = [W; Qe] S            (64 + 64) x dk x kCols, Wt / Qt staged transposed in 64-row slices of dk
 //   V' = U - X_W;  o = P + X_Q  (written over P)
 //   S = e^gam_last S + Kd^T V',  Kd_i = e^(gam_last - gam_i) k_i, staged in 64-row slices of dk
-// Thread (rg = tid / 8, cg = tid % 8) owns rows 2rg, 2rg+1 and columns 4cg..4cg+3 of X / V' (and of each S slice).
+// Thread (rg = tid / (kCols/4), cg = tid % (kCols/4)) owns rows 2rg, 2rg+1 and columns 4cg..4cg+3 of X / V' (and of
+// each 64-row slice of S). kCols = 16 (46 KiB of shared memory, twice the blocks: for few sequences) or 32 (57 KiB,
+// half the re-reads of W / Qe / K from L2: for many); ForwardPlan::pass_cols picks one.
 //
-//   shared memory (floats): S_s [128][32] | V_s [64][32] | kd_s [64] |
+//   shared memory (floats): S_s [128][kCols] | V_s [64][kCols] | kd_s [64] |
 //   stage: Wt [64][66] | Qt [64][66]  (GEMM X: [d][token], float2 reads along tokens)
 //          Kd [64][68]                (S update: [token][d], same region)
-constexpr int32_t kPassThreads = 256;
-constexpr int32_t kPassCols = 32;
 constexpr int32_t kPassWStride = 66;
 constexpr int32_t kPassKStride = 68;
-constexpr int32_t kPassSmemFloats = kMaxHeadDim * kPassCols + 64 * kPassCols + 64 + 2 * 64 * kPassWStride;
+VS_HD constexpr int32_t pass_threads(int32_t cols) { return 8 * cols; }
+VS_HD constexpr int32_t pass_smem_floats(int32_t cols) {
+  return kMaxHeadDim * cols + 64 * cols + 64 + 2 * 64 * kPassWStride;
+}
 
-template <class Ctx>
+template <int32_t kCols, class Ctx>
 VS_HD void state_pass_block(Ctx& ctx, const KernelArgs& a, int32_t slice, int32_t j, int32_t seq_index, float* smem) {
+  static_assert(kCols == 16 || kCols == 32, "state pass: 16 or 32 value columns per block");
   const SeqDesc s = a.seqs[seq_index];
   const int32_t T = seq_tokens(s, a.n_rows, a.max_seq_tokens);
   if (T == 0 || !seq_chunked(a.mode, T, seq_has_ckpt(s, a.ckpt_enabled))) return;
   const int32_t dk = a.head_k_dim, dv = a.head_v_dim, nv = a.n_v_heads;
-  const int32_t e0 = slice * kPassCols;
+  const int32_t e0 = slice * kCols;
   if (e0 >= dv) return;
   const int32_t kh = j / a.ratio;
   const int64_t k_off = int64_t{a.n_k_heads + kh} * dk;
   const int64_t head_state = int64_t{dk} * dv;
   float* S = a.rec_state + static_cast<int64_t>(s.slot) * head_state * nv + j * head_state;
   float* S_s = smem;
-  float* V_s = S_s + kMaxHeadDim * kPassCols;
-  float* kd_s = V_s + 64 * kPassCols;
+  float* V_s = S_s + kMaxHeadDim * kCols;
+  float* kd_s = V_s + 64 * kCols;
   float* Wt = kd_s + 64;
   float* Qt = Wt + 64 * kPassWStride;
   float* Kd = Wt;
   const int32_t tid = ctx.tid;
-  const int32_t rg = tid >> 3, cg = tid & 7;
+  const int32_t rg = tid / (kCols / 4), cg = tid % (kCols / 4);
 
-  for (int32_t idx = tid; idx < kMaxHeadDim * kPassCols; idx += ctx.nthreads) {
-    const int32_t d = idx / kPassCols, e = idx % kPassCols;
+  for (int32_t idx = tid; idx < kMaxHeadDim * kCols; idx += ctx.nthreads) {
+    const int32_t d = idx / kCols, e = idx % kCols;
     S_s[idx] = d < dk && e0 + e < dv ? S[d * dv + e0 + e] : 0.0f;
   }
   ctx.sync();
@@ -591,7 +595,7 @@ VS_HD void state_pass_block(Ctx& ctx, const KernelArgs& a, int32_t slice, int32_
       for (int32_t dd = 0; dd < ds; ++dd) {
         const F2 w2 = *reinterpret_cast<const F2*>(Wt + dd * kPassWStride + 2 * rg);
         const F2 q2 = *reinterpret_cast<const F2*>(Qt + dd * kPassWStride + 2 * rg);
-        const F4 s4 = *reinterpret_cast<const F4*>(S_s + (d0 + dd) * kPassCols + 4 * cg);
+        const F4 s4 = *reinterpret_cast<const F4*>(S_s + (d0 + dd) * kCols + 4 * cg);
         const float wr[2] = {w2.x, w2.y}, qr[2] = {q2.x, q2.y}, sc[4] = {s4.x, s4.y, s4.z, s4.w};
         GDN_UNROLL
         for (int32_t r = 0; r < 2; ++r) {
@@ -609,7 +613,7 @@ VS_HD void state_pass_block(Ctx& ctx, const KernelArgs& a, int32_t slice, int32_
       GDN_UNROLL
       for (int32_t c = 0; c < 4; ++c) {
         const int32_t i = 2 * rg + r, e = e0 + 4 * cg + c;
-        V_s[i * kPassCols + 4 * cg + c] = u[r][c] - xw[r][c];
+        V_s[i * kCols + 4 * cg + c] = u[r][c] - xw[r][c];
         if (i < L && e < dv) a.ws_p[((row_c + i) * nv + j) * dv + e] = pp[r][c] + xq[r][c];
       }
     }
@@ -631,7 +635,7 @@ VS_HD void state_pass_block(Ctx& ctx, const KernelArgs& a, int32_t slice, int32_
       }
       for (int32_t i = 0; i < 64; ++i) {
         const F2 k2 = *reinterpret_cast<const F2*>(Kd + i * kPassKStride + 2 * rg);
-        const F4 v4 = *reinterpret_cast<const F4*>(V_s + i * kPassCols + 4 * cg);
+        const F4 v4 = *reinterpret_cast<const F4*>(V_s + i * kCols + 4 * cg);
         const float kr[2] = {k2.x, k2.y}, vc[4] = {v4.x, v4.y, v4.z, v4.w};
         GDN_UNROLL
         for (int32_t r = 0; r < 2; ++r) {
@@ -645,7 +649,7 @@ VS_HD void state_pass_block(Ctx& ctx, const KernelArgs& a, int32_t slice, int32_
         if (d < dk) {
           GDN_UNROLL
           for (int32_t c = 0; c < 4; ++c) {
-            float& sv = S_s[d * kPassCols + 4 * cg + c];
+            float& sv = S_s[d * kCols + 4 * cg + c];
             sv = e_last * sv + acc[r][c];
           }
         }
@@ -654,8 +658,8 @@ VS_HD void state_pass_block(Ctx& ctx, const KernelArgs& a, int32_t slice, int32_
     }
   }
 
-  for (int32_t idx = tid; idx < kMaxHeadDim * kPassCols; idx += ctx.nthreads) {
-    const int32_t d = idx / kPassCols, e = idx % kPassCols;
+  for (int32_t idx = tid; idx < kMaxHeadDim * kCols; idx += ctx.nthreads) {
+    const int32_t d = idx / kCols, e = idx % kCols;
     if (d < dk && e0 + e < dv) S[d * dv + e0 + e] = S_s[idx];
   }
 }

@@ -50,7 +50,7 @@ size_t workspace_bytes(const Params& p, int32_t n_rows, int32_t n_seqs, int32_t 
          sizeof(float);
 }
 
-KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* plan) {
+KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* plan, const PlanOptions& opt) {
   if (plan == nullptr) return VS_KERNEL_FAIL(kBadArgument, "gdn: plan is null");
   *plan = ForwardPlan{};
   if (KernelStatus st = check_params(p); !st.ok()) return st;
@@ -62,6 +62,9 @@ KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* pla
   }
   if (a.out_dtype != DType::kF16 && a.out_dtype != DType::kF32) {
     return VS_KERNEL_FAIL(kUnsupported, "gdn: out_dtype must be kF16 or kF32");
+  }
+  if (opt.pass_cols != 0 && opt.pass_cols != 16 && opt.pass_cols != 32) {
+    return VS_KERNEL_FAIL(kBadArgument, "gdn: pass_cols must be 0, 16 or 32");
   }
   plan->stream = a.stream;
   if (a.n_seqs == 0 || a.n_rows == 0 || a.max_seq_tokens == 0) return KernelStatus::Ok();
@@ -155,7 +158,14 @@ KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* pla
       kConvThreads, kConvSmemFloats);
   plan->recurrent = launch(true, {nv, seqs, 1}, 4 * p.head_v_dim, recurrent_smem_floats(p.head_k_dim, p.head_v_dim));
   plan->prep = launch(chunked, {ceil_div(a.max_seq_tokens, kChunkTokens), nv, seqs}, kPrepThreads, kPrepSmemFloats);
-  plan->state_pass = launch(chunked, {ceil_div(p.head_v_dim, kPassCols), nv, seqs}, kPassThreads, kPassSmemFloats);
+  int32_t cols = opt.pass_cols;
+  if (cols == 0) {
+    const int64_t blocks32 = int64_t{a.n_seqs} * p.n_v_heads * ceil_div(p.head_v_dim, 32);
+    cols = opt.sm_count > 0 && blocks32 >= 2 * int64_t{opt.sm_count} ? 32 : 16;
+  }
+  plan->pass_cols = cols;
+  plan->state_pass =
+      launch(chunked, {ceil_div(p.head_v_dim, cols), nv, seqs}, pass_threads(cols), pass_smem_floats(cols));
   plan->norm = launch(chunked, {static_cast<uint32_t>(a.max_seq_tokens), seqs, 1}, kNormThreads, 0);
   return KernelStatus::Ok();
 }

@@ -74,12 +74,20 @@ struct Launch {
 // chunked form (kChunked, or kAuto with max_seq_tokens > 64); their blocks skip sequences that do not.
 struct ForwardPlan {
   KernelArgs k;
-  Launch conv;        // grid (2 n_k + n_v heads, ceil(max_seq_tokens / 16), n_seqs)
-  Launch recurrent;   // grid (n_v_heads, n_seqs), 4 * head_v_dim threads
-  Launch prep;        // grid (ceil(max_seq_tokens / 64), n_v_heads, n_seqs)
-  Launch state_pass;  // grid (ceil(head_v_dim / 32), n_v_heads, n_seqs)
-  Launch norm;        // grid (max_seq_tokens, n_seqs)
+  Launch conv;             // grid (2 n_k + n_v heads, ceil(max_seq_tokens / 16), n_seqs)
+  Launch recurrent;        // grid (n_v_heads, n_seqs), 4 * head_v_dim threads
+  Launch prep;             // grid (ceil(max_seq_tokens / 64), n_v_heads, n_seqs)
+  Launch state_pass;       // grid (ceil(head_v_dim / pass_cols), n_v_heads, n_seqs), 8 pass_cols threads
+  Launch norm;             // grid (max_seq_tokens, n_seqs)
+  int32_t pass_cols = 16;  // value columns per state-pass block: 16 or 32 (gdn_blocks.h state_pass_block)
   void* stream = nullptr;
+};
+
+struct PlanOptions {
+  // Multiprocessors of the device (gdn_forward asks the runtime). The state pass takes 32 columns per block when
+  // that still gives at least two blocks per multiprocessor (fewer re-reads from L2), else 16 (more blocks).
+  int32_t sm_count = 0;
+  int32_t pass_cols = 0;  // 16 or 32 forces the width (tests, benchmark); 0 picks as above
 };
 
 // The kernels of a ForwardPlan, in the order gdn_forward launches them.
@@ -119,7 +127,7 @@ inline const Launch& stage_launch(const ForwardPlan& plan, Stage s) {
 
 // Checks p and a (shapes, pointers, strides, alignment, workspace size) and fills the plan. n_seqs == 0,
 // n_rows == 0 or max_seq_tokens == 0 give a plan that launches nothing.
-KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* plan);
+KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* plan, const PlanOptions& opt = {});
 
 // CUDA builds only (gdn.cu): launches one stage of the plan on plan.stream if the plan runs it (the benchmark
 // times the stages one by one; gdn_forward launches all of them).

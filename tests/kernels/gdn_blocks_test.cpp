@@ -39,10 +39,13 @@ class EmuBackend final : public cases::Backend {
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void fill(void* dst, uint8_t byte, size_t bytes) override { std::memset(dst, byte, bytes); }
-  KernelStatus forward(const Params& p, const DeviceArgs& a) override { return voltserve::test::emulate_forward(p, a); }
+  KernelStatus forward(const Params& p, const DeviceArgs& a) override {
+    return voltserve::test::emulate_forward(p, a, options);
+  }
   KernelStatus commit(const Params& p, const State& s, const Commit* c, int32_t n) override {
     return voltserve::test::emulate_commit(p, s, c, n);
   }
+  PlanOptions options;  // e.g. pass_cols: the state-pass width
 
  private:
   std::vector<void*> blocks_;
@@ -158,9 +161,23 @@ TEST_CASE("gdn plan checks arguments and shapes the launches", "[unit]") {
   REQUIRE(plan_forward(p, b, &plan).ok());
   CHECK(plan.prep.run);
   CHECK(plan.prep.grid.x == 2);
-  CHECK(plan.state_pass.grid.x == 4);
-  CHECK(plan.state_pass.smem_bytes <= 96 * 1024);  // Volta's opt-in limit
+  CHECK(plan.pass_cols == 16);  // no SM count given: the narrow pass
+  CHECK(plan.state_pass.smem_bytes <= 48 * 1024);
   CHECK(plan.prep.smem_bytes <= 48 * 1024);
+  REQUIRE(plan_forward(p, b, &plan, PlanOptions{132, 0}).ok());
+  CHECK(plan.pass_cols == 16);  // one sequence: 192 blocks of 32 columns would leave an H200 half empty
+  CHECK(plan.state_pass.grid.x == 8);
+  REQUIRE(plan_forward(p, b, &plan, PlanOptions{0, 32}).ok());
+  CHECK(plan.pass_cols == 32);
+  CHECK(plan.state_pass.threads == 256);
+  CHECK(plan.state_pass.smem_bytes <= 96 * 1024);  // Volta's opt-in limit
+  CHECK(plan_forward(p, b, &plan, PlanOptions{0, 24}).code == KernelCode::kBadArgument);
+  std::vector<SeqDesc> six(6);
+  DeviceArgs b6 = b;
+  b6.seqs = six.data();
+  b6.n_seqs = 6;
+  REQUIRE(plan_forward(p, b6, &plan, PlanOptions{132, 0}).ok());
+  CHECK(plan.pass_cols == 32);
   b.mode = Mode::kSequential;
   REQUIRE(plan_forward(p, b, &plan).ok());
   CHECK_FALSE(plan.prep.run);
@@ -285,7 +302,10 @@ TEST_CASE("gdn delta_step on one warp matches the recurrence", "[unit]") {
 TEST_CASE("gdn kernel bodies on the CPU emulator match gdn_ref: tiny shapes", "[unit]") {
   EmuBackend be;
   uint64_t seed = 1000;
+  int32_t shape_index = 0;
   for (const cases::Shape& sh : cases::tiny_shapes()) {
+    be.options.pass_cols = shape_index++ % 2 ? 32 : 16;  // both state-pass widths
+    INFO("pass_cols " << be.options.pass_cols);
     for (const auto& c : cases::recurrent_cases(sh.p, seed)) cases::run_case(be, sh.name, c);
     for (const auto& c : cases::chunked_cases(sh.p, seed + 100, false)) cases::run_case(be, sh.name, c);
     for (const auto& c : cases::mixed_cases(sh.p, seed + 200, false)) {
@@ -315,12 +335,16 @@ TEST_CASE("gdn kernel bodies on the CPU emulator match gdn_ref: 27B shape steps"
   verify.seed = 5002;
   cases::run_case(be, sh.name, verify);
   cases::CaseSpec prefill;
-  prefill.name = "prefill";
   prefill.p = sh.p;
   prefill.mode = Mode::kAuto;
   prefill.seqs = {{70, 0}};
+  prefill.cross_ref = true;
   prefill.seed = 5003;
-  cases::run_case(be, sh.name, prefill);
+  for (int32_t cols : {16, 32}) {
+    be.options.pass_cols = cols;
+    prefill.name = "prefill pass_cols=" + std::to_string(cols);
+    cases::run_case(be, sh.name, prefill);
+  }
 }
 
 // The GPU test's long cases (2048-token segments in every mode, long memory) on one fixture shape; hidden from the

@@ -180,10 +180,11 @@ void emulate_launch(const kernels::gdn::Launch& l, Body body) {
 }
 
 // gdn_forward on host memory: the same plan, the same block bodies.
-inline kernels::KernelStatus emulate_forward(const kernels::gdn::Params& p, const kernels::gdn::DeviceArgs& a) {
+inline kernels::KernelStatus emulate_forward(const kernels::gdn::Params& p, const kernels::gdn::DeviceArgs& a,
+                                             const kernels::gdn::PlanOptions& opt = {}) {
   using namespace kernels::gdn;
   ForwardPlan plan;
-  if (kernels::KernelStatus st = plan_forward(p, a, &plan); !st.ok()) return st;
+  if (kernels::KernelStatus st = plan_forward(p, a, &plan, opt); !st.ok()) return st;
   const KernelArgs& k = plan.k;
   emulate_launch(plan.conv,
                  [&](EmuCtx& c, int32_t x, int32_t y, int32_t z, float* s) { conv_block(c, k, x, y, z, s); });
@@ -191,8 +192,15 @@ inline kernels::KernelStatus emulate_forward(const kernels::gdn::Params& p, cons
                  [&](EmuCtx& c, int32_t x, int32_t y, int32_t, float* s) { recurrent_block(c, k, x, y, s); });
   emulate_launch(plan.prep,
                  [&](EmuCtx& c, int32_t x, int32_t y, int32_t z, float* s) { chunk_prep_block(c, k, x, y, z, s); });
-  emulate_launch(plan.state_pass,
-                 [&](EmuCtx& c, int32_t x, int32_t y, int32_t z, float* s) { state_pass_block(c, k, x, y, z, s); });
+  if (plan.pass_cols == 32) {
+    emulate_launch(plan.state_pass, [&](EmuCtx& c, int32_t x, int32_t y, int32_t z, float* s) {
+      state_pass_block<32>(c, k, x, y, z, s);
+    });
+  } else {
+    emulate_launch(plan.state_pass, [&](EmuCtx& c, int32_t x, int32_t y, int32_t z, float* s) {
+      state_pass_block<16>(c, k, x, y, z, s);
+    });
+  }
   emulate_launch(plan.norm, [&](EmuCtx& c, int32_t x, int32_t y, int32_t, float*) { chunked_norm_block(c, k, x, y); });
   return kernels::KernelStatus::Ok();
 }

@@ -13,6 +13,7 @@
 
 #include "gdn_cases.h"
 #include "kernels/gdn/gdn.h"
+#include "kernels/gdn/gdn_plan.h"
 
 using namespace voltserve::kernels;
 using namespace voltserve::kernels::gdn;
@@ -54,10 +55,21 @@ class DeviceBackend final : public cases::Backend {
   }
   void fill(void* dst, uint8_t byte, size_t bytes) override { CUDA_REQUIRE(cudaMemset(dst, byte, bytes)); }
   KernelStatus forward(const Params& p, const DeviceArgs& a) override {
+    if (pass_cols != 0) {  // a forced state-pass width: the plan and its stages, as gdn_forward launches them
+      ForwardPlan plan;
+      PlanOptions opt;
+      opt.pass_cols = pass_cols;
+      if (KernelStatus st = plan_forward(p, a, &plan, opt); !st.ok()) return st;
+      for (Stage s : kStages) {
+        if (KernelStatus st = launch_stage(plan, s); !st.ok()) return st;
+      }
+      return synced();
+    }
     const KernelStatus st = gdn_forward(p, a);
     if (!st.ok()) return st;
     return synced();
   }
+  int32_t pass_cols = 0;  // 0: gdn_forward's own pick
   KernelStatus commit(const Params& p, const State& s, const Commit* c, int32_t n) override {
     const KernelStatus st = gdn::commit(p, s, c, n, nullptr);
     if (!st.ok()) return st;
@@ -76,11 +88,18 @@ class DeviceBackend final : public cases::Backend {
   std::vector<void*> blocks_;
 };
 
+// Each case on its own backend, so that its device buffers are freed before the next one.
 void run_all(const cases::Shape& sh, uint64_t seed) {
-  DeviceBackend be;
-  for (const auto& c : cases::recurrent_cases(sh.p, seed)) cases::run_case(be, sh.name, c);
-  for (const auto& c : cases::chunked_cases(sh.p, seed + 100, true)) cases::run_case(be, sh.name, c);
+  for (const auto& c : cases::recurrent_cases(sh.p, seed)) {
+    DeviceBackend be;
+    cases::run_case(be, sh.name, c);
+  }
+  for (const auto& c : cases::chunked_cases(sh.p, seed + 100, true)) {
+    DeviceBackend be;
+    cases::run_case(be, sh.name, c);
+  }
   for (const auto& c : cases::mixed_cases(sh.p, seed + 200, true)) {
+    DeviceBackend be;
     cases::run_case(be, sh.name, c);
     if (c.n_calls == 1) cases::run_batch_invariance(be, sh.name, c);
   }
@@ -99,6 +118,22 @@ TEST_CASE("gdn gpu tiny fixture and awkward shapes", "[gpu]") {
   for (const cases::Shape& sh : cases::tiny_shapes()) {
     run_all(sh, seed);
     seed += 1000;
+  }
+}
+
+// Both state-pass widths (gdn_forward picks 16 for few sequences, 32 for many) on the 27B shape and a fixture.
+TEST_CASE("gdn gpu state pass at 16 and 32 value columns per block", "[gpu]") {
+  REQUIRE_DEVICE();
+  for (const cases::Shape& sh : {cases::shape_27b(), cases::tiny_shapes()[0], cases::tiny_shapes()[5]}) {
+    for (int32_t cols : {16, 32}) {
+      for (auto c : cases::chunked_cases(sh.p, 40000 + static_cast<uint64_t>(cols), true)) {
+        if (c.mode == Mode::kSequential) continue;
+        c.name += " pass_cols=" + std::to_string(cols);
+        DeviceBackend be;
+        be.pass_cols = cols;
+        cases::run_case(be, sh.name, c);
+      }
+    }
   }
 }
 
