@@ -11,6 +11,16 @@
 //   norm        (token, seq) x 256                           chunked sequences: gated RMSNorm
 // The last three are launched only when a chunked sequence is possible (kChunked, or kAuto with
 // max_seq_tokens > 64), so decode and verify steps are two launches.
+//
+// Memory traffic per call on the 27B layer (16 k-heads, 48 v-heads, 128 x 128, K = 4), per sequence of T tokens:
+//   recurrent state   2 x 3 MiB (read once, written once, whatever T)  — the decode cost
+//   checkpoints       T x (3 MiB + 120 KiB) written (verify items only)
+//   conv state        2 x 120 KiB; inputs T x 64 KiB (qkv, z, b, a); out T x 12 KiB (fp16)
+//   workspace         T x 80 KiB (conv outputs written, read back); chunked: T x 96 KiB of W / U / Qe / P written
+//                     and read (W, Qe, K re-read from L2 by each of the head's 4 or 8 column blocks)
+// Decode at batch 1 runs 48 recurrent blocks (one per v-head; 512 threads, 1 per SM): each streams its 64 KiB in
+// one round of loads, so the call is latency-bound (~3 us expected for ~1.4 us of bytes at 4.5 TB/s); at batch 8
+// the 384 blocks keep the memory system busy (expected ~80% of the read ceiling for the recurrent kernel).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 

@@ -1,7 +1,7 @@
 // The Gated DeltaNet kernels' bodies, one function per kernel and thread block, written against a small context
 // (Ctx: tid, nthreads, sync(), shfl_xor(), shfl(), store_f16()) so that the same code runs as CUDA kernels
-// (gdn.cu: __syncthreads, warp shuffles) and on the CPU (tests/kernels/gdn_emulator.h: one std::thread per CUDA
-// thread, std::barrier for the syncs), where it is tested against gdn_ref.cpp. CUDA-free (VS_HD).
+// (gdn.cu: __syncthreads, warp shuffles) and on the CPU (tests/kernels/gdn_emulator.h: one fiber per CUDA thread,
+// barriers for the syncs and shuffles), where it is tested against gdn_ref.cpp. CUDA-free (VS_HD).
 //
 // Pipeline of one gdn_forward (ForwardPlan, gdn_plan.h), fp32 throughout:
 //   conv_block        causal conv + SiLU, L2 norms, beta, g           -> workspace conv / beta / g; conv state
@@ -51,6 +51,8 @@ VS_HD void store_out(Ctx& ctx, const KernelArgs& a, int64_t idx, float v) {
 constexpr int32_t kConvThreads = 128;
 constexpr int32_t kConvTokens = 16;  // tokens per block (>= kMaxConvTaps - 1: only tile 0 reads the conv state)
 constexpr int32_t kConvSmemFloats = kConvTokens * (kConvThreads / 32);  // per-token, per-warp partial sums
+static_assert(kConvTokens >= kMaxConvTaps - 1, "a tile other than tile 0 must not reach back into the conv state");
+static_assert(kConvThreads >= kMaxHeadDim, "one thread per channel of a head");
 
 template <class Ctx>
 VS_HD void conv_block(Ctx& ctx, const KernelArgs& a, int32_t head, int32_t tile, int32_t seq_index, float* smem) {
