@@ -130,6 +130,7 @@ inline std::vector<Shape> tiny_shapes() {
       {"nk3.nv6.dk24.dv32.K3", make_params(3, 6, 24, 32, 3)},    // ratio 2, dk 24, K = 3
       {"nk1.nv3.dk8.dv8.K2", make_params(1, 3, 8, 8, 2)},        // smallest dims
       {"nk2.nv4.dk128.dv40.K4", make_params(2, 4, 128, 40, 4)},  // full key rows, 5 value warps, 2 column slices
+      {"nk2.nv2.dk16.dv16.K8", make_params(2, 2, 16, 16, 8)},    // the most conv taps the kernels take
   };
 }
 
