@@ -20,9 +20,9 @@ namespace voltserve::kernels::gdn {
 struct Params {
   int32_t n_k_heads = 0;
   int32_t n_v_heads = 0;   // a multiple of n_k_heads
-  int32_t head_k_dim = 0;  // 128 on every Qwen3.5 model; kernels support multiples of 16 up to 128
-  int32_t head_v_dim = 0;  // likewise
-  int32_t conv_kernel = 4;  // taps K >= 2; the last tap multiplies the current token
+  int32_t head_k_dim = 0;  // 128 on every Qwen3.5 model; kernels support multiples of 8 up to 128
+  int32_t head_v_dim = 0;  // likewise (the tiny fixtures have 24)
+  int32_t conv_kernel = 4;  // taps K >= 2 (the device kernels take K <= 8); the last tap multiplies the current token
   float rms_norm_eps = 1e-6f;  // of the gated RMSNorm
   int32_t conv_dim() const { return 2 * n_k_heads * head_k_dim + n_v_heads * head_v_dim; }
   int32_t conv_state_width() const { return conv_dim() * (conv_kernel - 1); }
@@ -116,7 +116,12 @@ struct DeviceArgs {
   size_t workspace_bytes = 0;
   void* stream = nullptr;
 };
+// Scratch of the device form: per token row the conv outputs and gates, and the chunked form's W, U, Qe, P
+// (gdn_math.h WorkspaceLayout; 140 KB per row on the 27B shapes, whatever the mode). 256-byte aligned.
 size_t workspace_bytes(const Params& p, int32_t n_rows, int32_t n_seqs, int32_t max_seq_tokens);
+// Checks shapes and pointers on the host (kernels/gdn/gdn_plan.cpp), then launches on a.stream (kernels/gdn/gdn.cu:
+// the kernels and their launch shapes). Sequences with checkpoints, and the others as `mode` decides (kAuto:
+// n_tokens <= 64), run token by token with the state in registers; the rest run the chunked form.
 KernelStatus gdn_forward(const Params& p, const DeviceArgs& a);
 // commits: device array of n_commits entries.
 KernelStatus commit(const Params& p, const State& s, const Commit* commits, int32_t n_commits, void* stream);
