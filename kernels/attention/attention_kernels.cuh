@@ -327,6 +327,67 @@ struct WarpState {
   float l[kQPerWarp];
 };
 
+// Scores keys j0 .. j0 + 3 (kb) against the warp's q vectors and folds them into the online softmax state.
+template <int DPL>
+__device__ __forceinline__ void attend_batch(const KernelArgs& a, const KeyBatch<DPL>& kb, int32_t j0, int32_t key_end,
+                                             const float (&q)[kQPerWarp][DPL], const int32_t (&lim)[kQPerWarp],
+                                             int lane, WarpState<DPL>& st) {
+  const bool hi16 = (lane & 16) != 0;
+  const bool hi8 = (lane & 8) != 0;
+  float kf[kKeysPerBatch][DPL];
+#pragma unroll
+  for (int b = 0; b < kKeysPerBatch; ++b) halves_to_float<DPL>(kb.k[b], kf[b]);
+
+  const int32_t my_key = j0 + key_of_lane(lane);
+  float p[kQPerWarp];
+#pragma unroll
+  for (int qi = 0; qi < kQPerWarp; ++qi) {
+    // Unused slots (q = 0, lim = -1) run too: every score is masked, p = 0, and they are never written; without
+    // per-slot branches the loop is straight-line code (no convergence bookkeeping around the shuffles).
+    float part[kKeysPerBatch];
+#pragma unroll
+    for (int b = 0; b < kKeysPerBatch; ++b) {
+      part[b] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) part[b] += q[qi][i] * kf[b][i];
+    }
+    // Transposed butterfly: xor 16 halves the keys a lane carries (lanes with bit 4 keep keys 2, 3), xor 8 halves
+    // them again (bit 3 keeps the odd key); xor 4, 2, 1 finish the sum. Lane l ends with key (l >> 3) & 3.
+    float k0 = hi16 ? part[2] : part[0];
+    float k1 = hi16 ? part[3] : part[1];
+    k0 += shfl_xor(hi16 ? part[0] : part[2], 16);
+    k1 += shfl_xor(hi16 ? part[1] : part[3], 16);
+    float dot = hi8 ? k1 : k0;
+    dot += shfl_xor(hi8 ? k0 : k1, 8);
+    dot += shfl_xor(dot, 4);
+    dot += shfl_xor(dot, 2);
+    dot += shfl_xor(dot, 1);
+    const float score = my_key <= lim[qi] && my_key < key_end ? dot * a.scale : -INFINITY;
+    float batch_max = fmaxf(score, shfl_xor(score, 8));
+    batch_max = fmaxf(batch_max, shfl_xor(batch_max, 16));
+    if (batch_max > st.m[qi]) {  // warp-uniform; the first time m = -inf and the factor is exp(-inf) = 0
+      const float c = expf(st.m[qi] - batch_max);
+      st.l[qi] *= c;
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) st.acc[qi][i] *= c;
+      st.m[qi] = batch_max;
+    }
+    p[qi] = score == -INFINITY ? 0.0f : expf(score - st.m[qi]);
+    st.l[qi] += p[qi];
+  }
+#pragma unroll
+  for (int b = 0; b < kKeysPerBatch; ++b) {
+    float vf[DPL];
+    halves_to_float<DPL>(kb.v[b], vf);
+#pragma unroll
+    for (int qi = 0; qi < kQPerWarp; ++qi) {
+      const float pb = shfl_from(p[qi], lane_of_key(b));
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) st.acc[qi][i] += pb * vf[i];
+    }
+  }
+}
+
 template <int DPL>
 __device__ __forceinline__ void attend_warp(const KernelArgs& a, const AttendTask& task, int32_t grp, int32_t team,
                                             int32_t teams, int lane, WarpState<DPL>& st) {
@@ -352,71 +413,20 @@ __device__ __forceinline__ void attend_warp(const KernelArgs& a, const AttendTas
   const int64_t row_stride = static_cast<int64_t>(a.n_kv_heads) * kD;
   const uint16_t* k_base = a.k_cache + static_cast<int64_t>(task.g) * kD + lane * DPL;
   const uint16_t* v_base = a.v_cache + static_cast<int64_t>(task.g) * kD + lane * DPL;
-  const bool hi16 = (lane & 16) != 0;
-  const bool hi8 = (lane & 8) != 0;
-
   // Each iteration first issues the loads of the warp's next batch (page lookups and K/V rows), then computes the
   // current one, so a warp's memory latency overlaps its own arithmetic.
   const int32_t step = kKeysPerBatch * teams;
-  KeyBatch<DPL> cur, next;
+  KeyBatch<DPL> b0, b1;  // ping-pong: one batch in flight while the other is computed (no register copies)
   int32_t j0 = task.key_begin + kKeysPerBatch * team;
-  load_batch<DPL>(a, task.page_offset, j0, key_end, k_base, v_base, row_stride, lane, cur);
-  for (; j0 < key_end; j0 += step) {
-    load_batch<DPL>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, next);
-    float kf[kKeysPerBatch][DPL];
-#pragma unroll
-    for (int b = 0; b < kKeysPerBatch; ++b) halves_to_float<DPL>(cur.k[b], kf[b]);
-
-    const int32_t my_key = j0 + key_of_lane(lane);
-    float p[kQPerWarp];
-#pragma unroll
-    for (int qi = 0; qi < kQPerWarp; ++qi) {
-      p[qi] = 0.0f;
-      if (grp * kQPerWarp + qi >= task.nq) continue;  // warp-uniform
-      float part[kKeysPerBatch];
-#pragma unroll
-      for (int b = 0; b < kKeysPerBatch; ++b) {
-        part[b] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < DPL; ++i) part[b] += q[qi][i] * kf[b][i];
-      }
-      // Transposed butterfly: xor 16 halves the keys a lane carries (lanes with bit 4 keep keys 2, 3), xor 8 halves
-      // them again (bit 3 keeps the odd key); xor 4, 2, 1 finish the sum. Lane l ends with key (l >> 3) & 3.
-      float k0 = hi16 ? part[2] : part[0];
-      float k1 = hi16 ? part[3] : part[1];
-      k0 += shfl_xor(hi16 ? part[0] : part[2], 16);
-      k1 += shfl_xor(hi16 ? part[1] : part[3], 16);
-      float dot = hi8 ? k1 : k0;
-      dot += shfl_xor(hi8 ? k0 : k1, 8);
-      dot += shfl_xor(dot, 4);
-      dot += shfl_xor(dot, 2);
-      dot += shfl_xor(dot, 1);
-      const float score = my_key <= lim[qi] && my_key < key_end ? dot * a.scale : -INFINITY;
-      float batch_max = fmaxf(score, shfl_xor(score, 8));
-      batch_max = fmaxf(batch_max, shfl_xor(batch_max, 16));
-      if (batch_max > st.m[qi]) {  // warp-uniform; the first time m = -inf and the factor is exp(-inf) = 0
-        const float c = expf(st.m[qi] - batch_max);
-        st.l[qi] *= c;
-#pragma unroll
-        for (int i = 0; i < DPL; ++i) st.acc[qi][i] *= c;
-        st.m[qi] = batch_max;
-      }
-      p[qi] = score == -INFINITY ? 0.0f : expf(score - st.m[qi]);
-      st.l[qi] += p[qi];
-    }
-#pragma unroll
-    for (int b = 0; b < kKeysPerBatch; ++b) {
-      float vf[DPL];
-      halves_to_float<DPL>(cur.v[b], vf);
-#pragma unroll
-      for (int qi = 0; qi < kQPerWarp; ++qi) {
-        if (grp * kQPerWarp + qi >= task.nq) continue;
-        const float pb = shfl_from(p[qi], lane_of_key(b));
-#pragma unroll
-        for (int i = 0; i < DPL; ++i) st.acc[qi][i] += pb * vf[i];
-      }
-    }
-    cur = next;
+  load_batch<DPL>(a, task.page_offset, j0, key_end, k_base, v_base, row_stride, lane, b0);
+  while (j0 < key_end) {
+    load_batch<DPL>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, b1);
+    attend_batch<DPL>(a, b0, j0, key_end, q, lim, lane, st);
+    j0 += step;
+    if (j0 >= key_end) break;
+    load_batch<DPL>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, b0);
+    attend_batch<DPL>(a, b1, j0, key_end, q, lim, lane, st);
+    j0 += step;
   }
   // Each lane summed the probabilities of its key class; add the four classes (lanes 8 and 16 apart).
 #pragma unroll
