@@ -8,32 +8,33 @@
 // compiles it after <cuda_fp16.h> (attention.cu), the host compiler after tests/kernels/simt_emu.h, which provides
 // the same names.
 //
-// 1. prep_kernel     grid (row, group of 4 head vectors), 128 threads: one warp per head vector of one row. q head:
-//                    (1+w) RMSNorm, partial NeoX RoPE at the row's position, fp32 into q_ws. kv head: the same for
-//                    the key, then key and value (unchanged) as fp16 into the paged cache. Lane l holds dims
-//                    l + 32 i (coalesced fp32 loads); the rotation partner of a dim lives in another lane, so the
-//                    normed vector goes through shared memory (one buffer per warp, __syncwarp).
-// 2. decode_kernel   grid (split, kv head + n_kv_heads * row chunk, sequence), 256 threads; sequences of <= 16 rows.
-//                    One block reads each K/V row of its split once (plus L1 hits when several warp groups share a
-//                    key batch) and serves every q vector of the kv head's GQA group for up to 48 / group rows (all
-//                    16 rows when group <= 3, else 8-row chunks): split-context flash decoding. Splits depend on the
-//                    sequence's own context only (split_plan), so results are batch invariant. Writes per-split
-//                    partial (max, sum, unnormalised output) per q vector into the workspace.
-// 3. combine_kernel  grid (sequence, row), 256 threads: one warp per q head merges the row's <= 32 splits (one
-//                    per lane), divides, multiplies by sigmoid(gate) and writes the output (fp16 or fp32).
-// 4. prefill_kernel  grid (tile, kv head), 256 threads; sequences of > 16 rows: a tile is 48 / group rows of one
-//                    sequence (8 rows at group 6), its q vectors attend over the cached keys and the causal part of
-//                    the step's own in one pass (online softmax over 4-key batches straight from the paged cache),
-//                    then the same epilogue as the combine.
+// 1. attention_prep_kernel  grid (row, group of 4 head vectors), 128 threads: one warp per head vector of one
+//    row. q head: (1+w) RMSNorm, partial NeoX RoPE at the row's position, fp32 into q_ws. kv head: the same for the
+//    key, then key and value (unchanged) as fp16 into the paged cache. Lane l holds dims l + 32 i (coalesced fp32
+//    loads); the rotation partner of a dim lives in another lane, so the normed vector goes through shared memory
+//    (one buffer per warp, __syncwarp).
+// 2. attention_decode_split_kernel  grid (split, kv head + n_kv_heads * row chunk, sequence), 256 threads;
+//    sequences of <= 16 rows. One block reads each K/V row of its split once (plus L1 hits when several warp
+//    groups share a key batch) and serves every q vector of the kv head's GQA group for up to 48 / group rows (all
+//    16 rows when group <= 3; two 8-row chunks at group 6): split-context flash decoding. Splits depend on the sequence's own
+//    context only (split_plan), so results are batch invariant. Writes per-split partial (max, sum, unnormalised
+//    output) per q vector into the workspace.
+// 3. attention_combine_kernel  grid (sequence, row), 256 threads: one warp per q head merges the row's <= 32
+//    splits (one per lane), divides, multiplies by sigmoid(gate) and writes the output (fp16 or fp32).
+// 4. attention_prefill_kernel  grid (tile, kv head), 256 threads; sequences of > 16 rows: a tile is 48 / group rows
+//    of one sequence (8 rows at group 6), its q vectors attend over the cached keys and the causal part of the
+//    step's own in one pass (online softmax over 4-key batches straight from the paged cache), then the same
+//    epilogue as the combine.
 //
 // Attend blocks (decode and prefill), per warp: q vectors in registers, lane l holding dims [l * D/32, (l+1) * D/32)
 // (one 16-byte load per lane and key row at D = 256). A batch of 4 keys is loaded (4 K rows + 4 V rows, coalesced,
-// page looked up per key; the warp's next batch is in flight while it computes this one), each q vector's 4 partial
-// dot products are reduced across the warp in one transposed
-// butterfly (4 values per lane, 6 shuffles), after which lanes 8b..8b+7 hold key b's score; the online softmax keeps
-// one max per q vector (warp-uniform) and one sum per lane, and the output accumulator is lane-major like q. Warps
-// split the block's q vectors into groups of 6 and its key batches over `teams` (team_layout); the teams' states
-// are merged in a fixed tree through shared memory. fp32 throughout; K/V are fp16 only in memory.
+// page looked up per key; the warp's next batch is in flight while it computes this one). Each q vector's 4 partial
+// dot products are reduced across the warp in one transposed butterfly (4 values per lane, 6 shuffles), after which
+// lanes 8b..8b+7 hold key b's score; the online softmax keeps one max per q vector (warp-uniform) and one sum per
+// lane, and the output accumulator is lane-major like q. Warps split the block's q vectors into groups of 6 and its
+// key batches over `teams` (team_layout); the teams' states are merged in a fixed tree through shared memory. fp32
+// throughout; K/V are fp16 only in memory. At D = 256 a warp holds 6 q vectors + 6 accumulators + two key batches
+// (~240 registers), so one 256-thread block runs per SM, each warp with one 4 KB batch in flight while it computes.
 #pragma once
 
 #include <cstdint>
@@ -203,7 +204,7 @@ __device__ __forceinline__ bool find_prefill_tile(const KernelArgs& a, int32_t t
 // ---- 1. prep ----
 
 template <int DPL>
-__global__ void __launch_bounds__(kPrepThreads) prep_kernel(const KernelArgs a) {
+__global__ void __launch_bounds__(kPrepThreads) attention_prep_kernel(const KernelArgs a) {
   constexpr int32_t kD = 32 * DPL;
   __shared__ int32_t found;
   __shared__ float normed[kPrepWarps][kD];
@@ -518,7 +519,7 @@ __device__ __forceinline__ void write_output(const KernelArgs& a, int64_t row, i
 // ---- 2. decode ----
 
 template <int DPL>
-__global__ void __launch_bounds__(kAttendThreads, 1) decode_kernel(const KernelArgs a) {
+__global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kernel(const KernelArgs a) {
   constexpr int32_t kD = 32 * DPL;
   __shared__ float merge[kMergeFloats<DPL>];
   const int32_t split = static_cast<int32_t>(blockIdx.x);
@@ -565,7 +566,7 @@ __global__ void __launch_bounds__(kAttendThreads, 1) decode_kernel(const KernelA
 // ---- 3. combine ----
 
 template <int DPL>
-__global__ void __launch_bounds__(kCombineThreads, 1) combine_kernel(const KernelArgs a) {
+__global__ void __launch_bounds__(kCombineThreads, 1) attention_combine_kernel(const KernelArgs a) {
   constexpr int32_t kD = 32 * DPL;
   static_assert(kMaxSplits <= 32, "one split per lane");
   const int32_t s = static_cast<int32_t>(blockIdx.x);
@@ -614,7 +615,7 @@ __global__ void __launch_bounds__(kCombineThreads, 1) combine_kernel(const Kerne
 // ---- 4. prefill ----
 
 template <int DPL>
-__global__ void __launch_bounds__(kAttendThreads, 1) prefill_kernel(const KernelArgs a) {
+__global__ void __launch_bounds__(kAttendThreads, 1) attention_prefill_kernel(const KernelArgs a) {
   __shared__ float merge[kMergeFloats<DPL>];
   const int lane = static_cast<int>(threadIdx.x) % 32;
   int32_t s = 0;

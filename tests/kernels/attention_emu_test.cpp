@@ -29,20 +29,20 @@ template <int DPL>
 KernelStatus emu_launch(const kd::LaunchPlan& plan, uint64_t seed) {
   const kd::KernelArgs& a = plan.args;
   if (const char* e = simt_emu::launch(to_dim3(plan.prep_grid), dim3{kd::kPrepThreads, 1, 1},
-                                       [&a] { kd::prep_kernel<DPL>(a); }, seed)) {
+                                       [&a] { kd::attention_prep_kernel<DPL>(a); }, seed)) {
     return emu_error(e);
   }
   if (const char* e = simt_emu::launch(to_dim3(plan.decode_grid), dim3{kd::kAttendThreads, 1, 1},
-                                       [&a] { kd::decode_kernel<DPL>(a); }, seed + 1)) {
+                                       [&a] { kd::attention_decode_split_kernel<DPL>(a); }, seed + 1)) {
     return emu_error(e);
   }
   if (const char* e = simt_emu::launch(to_dim3(plan.combine_grid), dim3{kd::kCombineThreads, 1, 1},
-                                       [&a] { kd::combine_kernel<DPL>(a); }, seed + 2)) {
+                                       [&a] { kd::attention_combine_kernel<DPL>(a); }, seed + 2)) {
     return emu_error(e);
   }
   if (plan.run_prefill) {
     if (const char* e = simt_emu::launch(to_dim3(plan.prefill_grid), dim3{kd::kAttendThreads, 1, 1},
-                                         [&a] { kd::prefill_kernel<DPL>(a); }, seed + 3)) {
+                                         [&a] { kd::attention_prefill_kernel<DPL>(a); }, seed + 3)) {
       return emu_error(e);
     }
   }
