@@ -13,12 +13,13 @@
 //    key, then key and value (unchanged) as fp16 into the paged cache. Lane l holds dims l + 32 i (coalesced fp32
 //    loads); the rotation partner of a dim lives in another lane, so the normed vector goes through shared memory
 //    (one buffer per warp, __syncwarp).
-// 2. attention_decode_split_kernel  grid (split, kv head + n_kv_heads * row chunk, sequence), 256 threads;
-//    sequences of <= 16 rows. One block reads each K/V row of its split once (plus L1 hits when several warp
-//    groups share a key batch) and serves every q vector of the kv head's GQA group for up to 48 / group rows (all
-//    16 rows when group <= 3; two 8-row chunks at group 6): split-context flash decoding. Splits depend on the sequence's own
-//    context only (split_plan), so results are batch invariant. Writes per-split partial (max, sum, unnormalised
-//    output) per q vector into the workspace.
+// 2. attention_decode_split_kernel  grid (split, kv head, sequence), 256 threads; sequences of <= 16 rows. A block
+//    serves every q vector of the kv head's GQA group for all the sequence's rows over one split of the context
+//    (split-context flash decoding): q groups of 6 (one row's q heads at group 6) one after another, each by all 8
+//    warps as teams over the split's key batches (the split's K/V rows come from DRAM once; later groups of a
+//    verify re-read them from L1/L2). Splits depend on the sequence's own context only (split_plan) and the block
+//    structure not on the row count, so results are batch invariant and a verify row equals plain decoding bit for
+//    bit. Writes per-split partial (max, sum, unnormalised output) per q vector into the workspace.
 // 3. attention_combine_kernel  grid (sequence, row), 256 threads: one warp per q head merges the row's <= 32
 //    splits (one per lane), divides, multiplies by sigmoid(gate) and writes the output (fp16 or fp32).
 // 4. attention_prefill_kernel  grid (tile, kv head), 256 threads; sequences of > 16 rows: a tile is 48 / group rows
@@ -32,7 +33,8 @@
 // dot products are reduced across the warp in one transposed butterfly (4 values per lane, 6 shuffles), after which
 // lanes 8b..8b+7 hold key b's score; the online softmax keeps one max per q vector (warp-uniform) and one sum per
 // lane, and the output accumulator is lane-major like q. Warps split the block's q vectors into groups of 6 and its
-// key batches over `teams` (team_layout); the teams' states are merged in a fixed tree through shared memory. fp32
+// key batches over `teams` (decode: 1 group at a time, 8 teams; prefill: team_layout); the teams' states are merged
+// in a fixed tree through shared memory. fp32
 // throughout; K/V are fp16 only in memory. At D = 256 a warp holds 6 q vectors + 6 accumulators + two key batches
 // (~240 registers), so one 256-thread block runs per SM, each warp with one 4 KB batch in flight while it computes.
 #pragma once
@@ -417,17 +419,13 @@ __device__ __forceinline__ void attend_warp(const KernelArgs& a, const AttendTas
   // Each iteration first issues the loads of the warp's next batch (page lookups and K/V rows), then computes the
   // current one, so a warp's memory latency overlaps its own arithmetic.
   const int32_t step = kKeysPerBatch * teams;
-  KeyBatch<DPL> b0, b1;  // ping-pong: one batch in flight while the other is computed (no register copies)
+  KeyBatch<DPL> cur, next;
   int32_t j0 = task.key_begin + kKeysPerBatch * team;
-  load_batch<DPL>(a, task.page_offset, j0, key_end, k_base, v_base, row_stride, lane, b0);
-  while (j0 < key_end) {
-    load_batch<DPL>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, b1);
-    attend_batch<DPL>(a, b0, j0, key_end, q, lim, lane, st);
-    j0 += step;
-    if (j0 >= key_end) break;
-    load_batch<DPL>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, b0);
-    attend_batch<DPL>(a, b1, j0, key_end, q, lim, lane, st);
-    j0 += step;
+  load_batch<DPL>(a, task.page_offset, j0, key_end, k_base, v_base, row_stride, lane, cur);
+  for (; j0 < key_end; j0 += step) {
+    load_batch<DPL>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, next);
+    attend_batch<DPL>(a, cur, j0, key_end, q, lim, lane, st);
+    cur = next;  // register moves (a ping-pong of two buffers saves them but needs ~18 more registers)
   }
   // Each lane summed the probabilities of its key class; add the four classes (lanes 8 and 16 apart).
 #pragma unroll
@@ -444,17 +442,17 @@ inline constexpr int32_t kMergeRow = 32 * DPL + 2;
 template <int DPL>
 inline constexpr int32_t kMergeFloats = (kWarps / 2) * kQPerWarp * kMergeRow<DPL>;
 
-// All warps of the block call this (it has __syncthreads). Returns true in the warps that hold final states (team
-// 0), with their q group in *grp.
+// All warps of the block call this (it has __syncthreads). Warp w serves q group grp0 + w % tl.groups as team
+// w / tl.groups; returns true in the warps that hold final states (team 0), with their q group in *grp.
 template <int DPL>
-__device__ __forceinline__ bool attend_block(const KernelArgs& a, const AttendTask& task, float* merge,
-                                             WarpState<DPL>& st, int32_t* grp) {
+__device__ __forceinline__ bool attend_block(const KernelArgs& a, const AttendTask& task, TeamLayout tl, int32_t grp0,
+                                             float* merge, WarpState<DPL>& st, int32_t* grp) {
   constexpr int32_t kD = 32 * DPL;
   constexpr int32_t kRow = kMergeRow<DPL>;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const TeamLayout tl = team_layout(task.nq);
-  *grp = warp % tl.groups;
+  const int32_t local = warp % tl.groups;  // the group's place in the merge scratch
+  *grp = grp0 + local;
   const int32_t team = warp / tl.groups;
   const bool active = team < tl.teams;
 #pragma unroll
@@ -469,7 +467,7 @@ __device__ __forceinline__ bool attend_block(const KernelArgs& a, const AttendTa
   // ((0+4) + (2+6)) + ((1+5) + (3+7)) at 8 teams.
   for (int32_t stride = tl.teams / 2; stride >= 1; stride /= 2) {
     if (active && team >= stride && team < 2 * stride) {
-      float* slot = merge + ((team - stride) * tl.groups + *grp) * kQPerWarp * kRow;
+      float* slot = merge + ((team - stride) * tl.groups + local) * kQPerWarp * kRow;
 #pragma unroll
       for (int qi = 0; qi < kQPerWarp; ++qi) {
 #pragma unroll
@@ -482,7 +480,7 @@ __device__ __forceinline__ bool attend_block(const KernelArgs& a, const AttendTa
     }
     __syncthreads();
     if (active && team < stride) {
-      const float* slot = merge + (team * tl.groups + *grp) * kQPerWarp * kRow;
+      const float* slot = merge + (team * tl.groups + local) * kQPerWarp * kRow;
 #pragma unroll
       for (int qi = 0; qi < kQPerWarp; ++qi) {
         const MergeScales ms = merge_scales(st.m[qi], slot[qi * kRow + kD]);
@@ -523,42 +521,46 @@ __global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kern
   constexpr int32_t kD = 32 * DPL;
   __shared__ float merge[kMergeFloats<DPL>];
   const int32_t split = static_cast<int32_t>(blockIdx.x);
-  const int32_t g = static_cast<int32_t>(blockIdx.y) % a.n_kv_heads;
-  const int32_t chunk = static_cast<int32_t>(blockIdx.y) / a.n_kv_heads;
+  const int32_t g = static_cast<int32_t>(blockIdx.y);
   const int32_t s = static_cast<int32_t>(blockIdx.z);
   const Bounds b{a.n_rows, a.max_seq_tokens, a.max_context};
   const SeqDesc d = a.seqs[s];
   if (!seq_valid(d, b) || !seq_is_decode(d)) return;
   const int32_t ctx = d.n_past + d.n_tokens;
   const SplitPlan sp = split_plan(ctx);
-  const int32_t t0 = chunk * a.rows_per_chunk;
-  if (split >= sp.count || t0 >= d.n_tokens) return;
+  if (split >= sp.count) return;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int32_t base = decode_slot_base(a, s, b, lane);
   if (base > a.slots - d.n_tokens) return;  // only when seqs overlap rows (the slots are sized by n_rows)
   AttendTask task;
   task.row0 = d.row0;
   task.n_past = d.n_past;
-  task.t0 = t0;
-  task.nq = imin(a.rows_per_chunk, d.n_tokens - t0) * a.group;
+  task.t0 = 0;
+  task.nq = d.n_tokens * a.group;
   task.g = g;
   task.page_offset = d.page_offset;
   task.key_begin = split * sp.len;
   task.key_end = imin(task.key_begin + sp.len, ctx);
-  WarpState<DPL> st;
-  int32_t grp = 0;
-  if (!attend_block<DPL>(a, task, merge, st, &grp)) return;
+  // One q group (a row's 6 q heads at group 6) after another, each by all 8 warps as teams: the same block structure
+  // whatever the row count, so a verify row's result equals plain decoding's bit for bit. The K/V rows of the split
+  // come from DRAM once; later groups re-read them from L1/L2.
+  const int32_t groups = (task.nq + kQPerWarp - 1) / kQPerWarp;
+  for (int32_t gi = 0; gi < groups; ++gi) {
+    WarpState<DPL> st;
+    int32_t grp = 0;
+    if (!attend_block<DPL>(a, task, TeamLayout{1, kWarps}, gi, merge, st, &grp)) continue;
 #pragma unroll
-  for (int qi = 0; qi < kQPerWarp; ++qi) {
-    const int32_t idx = grp * kQPerWarp + qi;
-    if (idx >= task.nq) continue;
-    const int32_t t = t0 + idx / a.group;
-    const int32_t h = g * a.group + idx % a.group;
-    const int64_t part = (static_cast<int64_t>(base + t) * a.splits + split) * a.n_heads + h;
-    store_floats<DPL>(a.part_acc + part * kD + lane * DPL, st.acc[qi]);
-    if (lane == 0) {
-      a.part_ml[2 * part] = st.m[qi];
-      a.part_ml[2 * part + 1] = st.l[qi];
+    for (int qi = 0; qi < kQPerWarp; ++qi) {
+      const int32_t idx = grp * kQPerWarp + qi;
+      if (idx >= task.nq) continue;
+      const int32_t t = idx / a.group;
+      const int32_t h = g * a.group + idx % a.group;
+      const int64_t part = (static_cast<int64_t>(base + t) * a.splits + split) * a.n_heads + h;
+      store_floats<DPL>(a.part_acc + part * kD + lane * DPL, st.acc[qi]);
+      if (lane == 0) {
+        a.part_ml[2 * part] = st.m[qi];
+        a.part_ml[2 * part + 1] = st.l[qi];
+      }
     }
   }
 }
@@ -636,7 +638,7 @@ __global__ void __launch_bounds__(kAttendThreads, 1) attention_prefill_kernel(co
   task.key_end = d.n_past + t0 + rows;  // one past the tile's last position
   WarpState<DPL> st;
   int32_t grp = 0;
-  if (!attend_block<DPL>(a, task, merge, st, &grp)) return;
+  if (!attend_block<DPL>(a, task, team_layout(task.nq), 0, merge, st, &grp)) return;
 #pragma unroll
   for (int qi = 0; qi < kQPerWarp; ++qi) {
     const int32_t idx = grp * kQPerWarp + qi;

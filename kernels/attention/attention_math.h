@@ -14,41 +14,42 @@ namespace voltserve::kernels::attention::detail {
 // Segments of up to this many rows take the split-context decode kernel, longer ones the prefill kernel.
 inline constexpr int32_t kMaxDecodeTokens = 16;
 // Attend blocks (decode and prefill): 8 warps; each warp holds up to 6 q vectors (q, running max, running sum and
-// output accumulator) in registers, so one block serves up to 48 q vectors of one kv head (e.g. 8 rows x the 6 q
-// heads of a 27B GQA group).
+// output accumulator) in registers: a q group (one row's 6 q heads of a 27B GQA group).
 inline constexpr int32_t kWarps = 8;
 inline constexpr int32_t kQPerWarp = 6;
-inline constexpr int32_t kQPerBlock = kWarps * kQPerWarp;
+inline constexpr int32_t kQPerBlock = kWarps * kQPerWarp;  // q vectors a prefill block serves at once
 // Keys a warp scores at once: one key row per warp-wide load, 4 rows in flight, a 4-way transposed reduction.
 inline constexpr int32_t kKeysPerBatch = 4;
-// Split-context decode: splits of at least 128 positions, at most 32 per sequence (so the combine kernel holds one
-// split per lane), longer splits rounded up to 64 positions (whole batches for each of up to 8 teams).
+// Split-context decode: splits of at least 128 positions and at most 32 per sequence (so the combine kernel holds one
+// split per lane).
 inline constexpr int32_t kMinSplitLen = 128;
 inline constexpr int32_t kMaxSplits = 32;
-inline constexpr int32_t kSplitAlign = 64;
 // Prep kernel (norm + RoPE + cache write): one warp per head vector of one row.
 inline constexpr int32_t kPrepWarps = 4;
 inline constexpr int32_t kMaxRotaryHalf = 128;  // rotary_dim / 2 <= head_dim / 2 <= 128
 inline constexpr int32_t kMaxHeadDim = 256;
 
 // How one sequence's context is split for the decode kernel: splits [i * len, min((i + 1) * len, ctx)) for
-// i < count. A function of the sequence's own context length only, so a sequence's result does not depend on the
-// batch it runs in (batch invariance) nor on the launch bounds.
+// i < count, len the first of 128, 192, 256, 384, 512, 768, 1024, ... (alternately x1.5 and x4/3; multiples of 64)
+// that needs at most 32 splits. A function of the sequence's own context only, so a sequence's result does not
+// depend on the batch it runs in nor on the launch bounds; and constant over long ranges of contexts, so a verify
+// row at position p sees the same splits as plain decoding at p (whose context is shorter) unless the two straddle a
+// step of the ladder, which never happens up to 4096 positions: verification then reproduces plain decoding bit for
+// bit (the decode block's structure does not depend on its row count either).
 struct SplitPlan {
   int32_t len;
   int32_t count;
 };
 VS_HD SplitPlan split_plan(int32_t ctx) {
-  const int32_t n = (ctx + kMinSplitLen - 1) / kMinSplitLen;
-  if (n <= kMaxSplits) return SplitPlan{kMinSplitLen, n};
-  const int32_t per = (ctx + kMaxSplits - 1) / kMaxSplits;
-  const int32_t len = (per + kSplitAlign - 1) / kSplitAlign * kSplitAlign;
+  int32_t len = kMinSplitLen;
+  while ((ctx + len - 1) / len > kMaxSplits) len = (len & (len - 1)) == 0 ? len + len / 2 : len / 3 * 4;
   return SplitPlan{len, (ctx + len - 1) / len};
 }
 
-// Warps of an attend block serving nq q vectors: `groups` warps of up to kQPerWarp consecutive q vectors each,
-// replicated `teams` times (a power of two); team i takes key batches i, i + teams, ... of the block's key range
-// and the teams' partial softmax states are merged in a fixed tree. Warps beyond groups * teams idle.
+// Warps of an attend block serving nq q vectors at once (the prefill kernel): `groups` warps of up to kQPerWarp
+// consecutive q vectors each, replicated `teams` times (a power of two); team i takes key batches i, i + teams, ...
+// of the block's key range and the teams' partial softmax states are merged in a fixed tree. Warps beyond
+// groups * teams idle. The decode kernel always runs {1 group, 8 teams}, one q group after another.
 struct TeamLayout {
   int32_t groups;
   int32_t teams;
@@ -60,7 +61,7 @@ VS_HD TeamLayout team_layout(int32_t nq) {
   return TeamLayout{groups, teams};
 }
 
-// Rows of one sequence an attend block takes (its q vectors are rows x group, at most kQPerBlock).
+// Rows of one sequence a prefill block takes (its q vectors are rows x group, at most kQPerBlock).
 VS_HD int32_t rows_per_chunk(int32_t group) { return kQPerBlock / group; }
 
 // After the 4-key transposed reduction a lane holds the full dot product of key (lane >> 3) & 3 (lanes 8b..8b+7

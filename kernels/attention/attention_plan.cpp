@@ -95,9 +95,8 @@ KernelStatus make_plan(const Params& p, const DeviceArgs& a, LaunchPlan* plan) {
   if (a.workspace_bytes < w.total) {
     return VS_KERNEL_FAIL(kWorkspaceTooSmall, "gated_attention: workspace smaller than workspace_bytes()");
   }
+  if (p.n_kv_heads > 65535) return VS_KERNEL_FAIL(kBadShape, "gated_attention: more than 65535 kv heads");
   const int32_t chunk_rows = rows_per_chunk(group);
-  const int64_t decode_chunks = ceil_div(std::min<int32_t>(kMaxDecodeTokens, a.max_seq_tokens), chunk_rows);
-  if (p.n_kv_heads * decode_chunks > 65535) return VS_KERNEL_FAIL(kBadShape, "gated_attention: too many kv heads");
 
   KernelArgs& k = plan->args;
   k.qg = a.qg;
@@ -140,7 +139,7 @@ KernelStatus make_plan(const Params& p, const DeviceArgs& a, LaunchPlan* plan) {
   plan->empty = false;
   plan->prep_grid = {static_cast<uint32_t>(a.n_rows),
                      static_cast<uint32_t>(ceil_div(p.n_heads + p.n_kv_heads, kPrepWarps)), 1};
-  plan->decode_grid = {static_cast<uint32_t>(w.splits), static_cast<uint32_t>(p.n_kv_heads * decode_chunks),
+  plan->decode_grid = {static_cast<uint32_t>(w.splits), static_cast<uint32_t>(p.n_kv_heads),
                        static_cast<uint32_t>(a.n_seqs)};
   plan->combine_grid = {static_cast<uint32_t>(a.n_seqs),
                         static_cast<uint32_t>(std::min<int32_t>(kMaxDecodeTokens, a.max_seq_tokens)), 1};

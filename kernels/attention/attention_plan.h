@@ -52,7 +52,7 @@ struct KernelArgs {
   int32_t rotary_dim;
   int32_t page_size;
   int32_t group;           // n_heads / n_kv_heads
-  int32_t rows_per_chunk;  // rows_per_chunk(group)
+  int32_t rows_per_chunk;  // rows_per_chunk(group): rows of a prefill tile
   int32_t n_rows;
   int32_t max_seq_tokens;
   int32_t max_context;
@@ -71,7 +71,7 @@ struct LaunchPlan {
   KernelArgs args{};
   bool empty = true;  // nothing to launch (no rows or no sequences)
   Dim3 prep_grid;     // x: row, y: group of kPrepWarps head vectors (n_heads q heads, then n_kv_heads k/v heads)
-  Dim3 decode_grid;   // x: split, y: kv head + n_kv_heads * row chunk, z: sequence
+  Dim3 decode_grid;   // x: split, y: kv head, z: sequence
   Dim3 combine_grid;  // x: sequence, y: row of the sequence
   Dim3 prefill_grid;  // x: tile (rows_per_chunk rows of one sequence; an upper bound), y: kv head
   bool run_prefill = false;  // max_seq_tokens > 16

@@ -3,7 +3,8 @@
 // written (key within one fp16 ulp, value exact) and all others unchanged, every output written and nothing else,
 // no NaN, guard bytes, batch invariance. First the cases the CPU emulator test also runs, then the 27B shape at every
 // verify width, long contexts (3000 and 17000 positions, split context), prefill chunks of 17, 64, 200 and 2048 rows
-// with and without context, batches mixing decode, verify and prefill. One line per call: `... err=<x> ... ok|FAIL`.
+// with and without context, batches mixing decode, verify and prefill, verify rows against one-at-a-time decoding.
+// One line per call: `... err=<x> ... ok|FAIL`.
 // Skips itself when no CUDA device is present.
 #include <catch2/catch_test_macros.hpp>
 
@@ -65,13 +66,14 @@ TEST_CASE("attention gpu: the emulator's cases", "[gpu]") {
   for (const CaseSpec& c : shared_cases()) run_case(dev, c);
 }
 
-TEST_CASE("attention gpu: 27B shape, 1..16 verify rows after a 37-token context", "[gpu]") {
+TEST_CASE("attention gpu: 27B shape, 1..16 verify rows after a 37-token context, each equal to plain decoding", "[gpu]") {
   REQUIRE_DEVICE();
   CudaDevice dev;
   for (int32_t n = 1; n <= 16; ++n) {
     CaseSpec c = make_case("verify", shape_27b(), {{37, n}}, n % 2 ? PageOrder::kDescending : PageOrder::kRandom,
                            n % 5 == 0 ? DType::kF32 : DType::kF16);
     c.seed = 2000 + static_cast<uint64_t>(n);
+    c.sequential = true;
     run_case(dev, c);
   }
   CaseSpec first = make_case("first-token", shape_27b(), {{0, 1}, {0, 16}}, PageOrder::kRandom, DType::kF32);
@@ -85,12 +87,14 @@ TEST_CASE("attention gpu: long contexts (split context) at 3000 and 17000 positi
   // 3000 positions computed by a first call of the op (a 3-sequence prefill), then decode / verify rows on top.
   CaseSpec c3 = make_case("long", shape_27b(), {{2999, 1}, {2996, 4}, {2984, 16}}, PageOrder::kRandom);
   c3.invariance = true;
+  c3.sequential = true;
   c3.seed = 2200;
   run_case(dev, c3);
   // 17000 positions of random fp16 keys and values (the reference's O(n^2) prefill would take minutes).
   CaseSpec c17 = make_case("long", shape_27b(), {{16999, 1, Fill::kDirect}, {16996, 4, Fill::kDirect},
                                                  {16984, 16, Fill::kDirect}}, PageOrder::kDescending, DType::kF32);
   c17.invariance = true;
+  c17.sequential = true;
   c17.seed = 2201;
   run_case(dev, c17);
   // The tiny shape through a real 17000-row prefill first.
@@ -140,6 +144,7 @@ TEST_CASE("attention gpu: batches mixing decode, verify and prefill; batch invar
   mix.extra_context = 5000;
   mix.stride_pad = 5;
   mix.invariance = true;
+  mix.sequential = true;
   mix.seed = 2401;
   run_case(dev, mix);
   CaseSpec tmix = make_case("mixed", shape_tiny(16),

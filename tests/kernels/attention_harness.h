@@ -157,6 +157,9 @@ struct CaseSpec {
   int32_t extra_context = 0;     // max_context above the largest context
   int32_t stride_pad = 0;        // elements after every qg / k / v / out row
   bool invariance = false;       // also run each sequence alone and compare bit for bit
+  // Also decode each decode-path sequence's rows one at a time (row t at n_past + t, as plain decoding would) and
+  // compare with the batched call's rows bit for bit (a verify pass must reproduce plain decoding).
+  bool sequential = false;
 };
 
 inline const char* order_name(PageOrder o) {
@@ -284,6 +287,7 @@ class Runner {
     std::vector<uint8_t> out;
     ok &= run_call(main, "", &out);
     if (c_.invariance) ok &= check_invariance(main, out, before_k, before_v);
+    if (c_.sequential) ok &= check_sequential(main, out, before_k, before_v);
     return ok;
   }
 
@@ -627,6 +631,93 @@ class Runner {
     return ok;
   }
 
+  // Runs rows [t0, t0 + n) of entry e of `call` as a call of their own (one sequence at n_past + t0, rows moved to
+  // row 3, bounds other than the batched call's) on the device cache as it stands; returns the output bytes.
+  std::vector<uint8_t> run_alone(const Call& call, size_t e, int32_t t0, int32_t n, int32_t extra_context) {
+    const SeqDesc& s = call.seqs[e];
+    const std::vector<int32_t>& pl = pages_[static_cast<size_t>(call.spec[e])];
+    Buf pages(dev_, std::max<size_t>(1, pl.size()) * 4);
+    pages.put(pl);
+    Call solo;
+    const int32_t row0 = 3;
+    SeqDesc d = s;
+    d.row0 = row0;
+    d.n_tokens = n;
+    d.n_past = s.n_past + t0;
+    d.page_offset = 0;
+    solo.seqs = {d};
+    solo.spec = {call.spec[e]};
+    solo.n_rows = row0 + n + 5;
+    solo.max_seq_tokens = n + 1;
+    solo.max_context = d.n_past + n + extra_context;
+    solo.qg_stride = call.qg_stride;
+    solo.k_stride = call.k_stride;
+    solo.v_stride = call.v_stride;
+    solo.out_stride = call.out_stride;
+    solo.qg.assign(static_cast<size_t>(solo.n_rows * solo.qg_stride), 0.5f);
+    solo.k.assign(static_cast<size_t>(solo.n_rows * solo.k_stride), 0.5f);
+    solo.v.assign(static_cast<size_t>(solo.n_rows * solo.v_stride), 0.5f);
+    const int64_t src = s.row0 + t0;
+    std::copy_n(call.qg.begin() + src * call.qg_stride, n * call.qg_stride, solo.qg.begin() + row0 * solo.qg_stride);
+    std::copy_n(call.k.begin() + src * call.k_stride, n * call.k_stride, solo.k.begin() + row0 * solo.k_stride);
+    std::copy_n(call.v.begin() + src * call.v_stride, n * call.v_stride, solo.v.begin() + row0 * solo.v_stride);
+    DeviceCall dc;
+    const KernelStatus st = launch(solo, pages, dc);
+    INFO("status " << st.message);
+    REQUIRE(st.ok());
+    return dc.out->get_all<uint8_t>();
+  }
+
+  // Output row `row` of `a` equals output row `row_b` of `b`, bit for bit.
+  bool same_row(const std::vector<uint8_t>& a, int64_t row, const std::vector<uint8_t>& b, int64_t row_b,
+                int64_t stride) const {
+    const size_t bytes = static_cast<size_t>(out_width()) * out_esize();
+    const size_t sb = static_cast<size_t>(stride) * out_esize();
+    return std::memcmp(a.data() + static_cast<size_t>(row) * sb, b.data() + static_cast<size_t>(row_b) * sb, bytes) == 0;
+  }
+
+  // Each decode-path sequence's rows decoded one at a time from the cache as it was before the call must give the
+  // batched call's rows and cache contents bit for bit, where both see the same context splits (split_plan: always
+  // up to 4096 positions).
+  bool check_sequential(const Call& call, const std::vector<uint8_t>& out, const std::vector<uint16_t>& before_k,
+                        const std::vector<uint16_t>& before_v) {
+    const std::vector<uint16_t> after_k = mirror_k_, after_v = mirror_v_;
+    bool all = true;
+    for (size_t e = 0; e < call.seqs.size(); ++e) {
+      const SeqDesc& s = call.seqs[e];
+      if (s.n_tokens < 2 || !kd::seq_is_decode(s)) continue;
+      k_cache_->put(before_k);
+      v_cache_->put(before_v);
+      const int32_t verify_len = kd::split_plan(s.n_past + s.n_tokens).len;
+      int32_t compared = 0, skipped = 0;
+      bool same = true;
+      for (int32_t t = 0; t < s.n_tokens; ++t) {
+        const std::vector<uint8_t> one = run_alone(call, e, t, 1, 0);
+        if (kd::split_plan(s.n_past + t + 1).len != verify_len) {
+          ++skipped;
+          continue;
+        }
+        ++compared;
+        same &= same_row(out, s.row0 + t, one, 3, call.out_stride);
+      }
+      const std::vector<uint16_t> sk = k_cache_->get_all<uint16_t>(), sv = v_cache_->get_all<uint16_t>();
+      for (int32_t t = 0; t < s.n_tokens; ++t) {
+        const size_t c0 = static_cast<size_t>(cache_row(s, s.n_past + t) * kv_width_);
+        same &= std::equal(sk.begin() + c0, sk.begin() + c0 + kv_width_, after_k.begin() + c0);
+        same &= std::equal(sv.begin() + c0, sv.begin() + c0 + kv_width_, after_v.begin() + c0);
+      }
+      std::printf("%s sequential-decode entry=%zu %d+%d: %d rows one at a time vs one verify pass (%d on another "
+                  "split length) %s\n",
+                  label().c_str(), e, s.n_past, s.n_tokens, compared, skipped, same ? "same ok" : "DIFFERENT FAIL");
+      std::fflush(stdout);
+      CHECK(same);
+      all &= same;
+    }
+    k_cache_->put(after_k);
+    v_cache_->put(after_v);
+    return all;
+  }
+
   // Each sequence of `call` alone (from the cache as it was before the call, at other rows, with other bounds) must
   // give the batched call's output and cache rows bit for bit.
   bool check_invariance(const Call& call, const std::vector<uint8_t>& out, const std::vector<uint16_t>& before_k,
@@ -638,41 +729,11 @@ class Runner {
       if (s.n_tokens == 0) continue;
       k_cache_->put(before_k);
       v_cache_->put(before_v);
-      const std::vector<int32_t>& pl = pages_[static_cast<size_t>(call.spec[e])];
-      Buf pages(dev_, std::max<size_t>(1, pl.size()) * 4);
-      pages.put(pl);
-      Call solo;
-      const int32_t row0 = 3;
-      SeqDesc d = s;
-      d.row0 = row0;
-      d.page_offset = 0;
-      solo.seqs = {d};
-      solo.spec = {call.spec[e]};
-      solo.n_rows = row0 + s.n_tokens + 5;
-      solo.max_seq_tokens = s.n_tokens + 1;
-      solo.max_context = s.n_past + s.n_tokens + 300;
-      solo.qg_stride = call.qg_stride;
-      solo.k_stride = call.k_stride;
-      solo.v_stride = call.v_stride;
-      solo.out_stride = call.out_stride;
-      solo.qg.assign(static_cast<size_t>(solo.n_rows * solo.qg_stride), 0.5f);
-      solo.k.assign(static_cast<size_t>(solo.n_rows * solo.k_stride), 0.5f);
-      solo.v.assign(static_cast<size_t>(solo.n_rows * solo.v_stride), 0.5f);
-      std::copy_n(call.qg.begin() + s.row0 * call.qg_stride, s.n_tokens * call.qg_stride,
-                  solo.qg.begin() + row0 * solo.qg_stride);
-      std::copy_n(call.k.begin() + s.row0 * call.k_stride, s.n_tokens * call.k_stride, solo.k.begin() + row0 * solo.k_stride);
-      std::copy_n(call.v.begin() + s.row0 * call.v_stride, s.n_tokens * call.v_stride, solo.v.begin() + row0 * solo.v_stride);
-      DeviceCall dc;
-      const KernelStatus st = launch(solo, pages, dc);
-      REQUIRE(st.ok());
-      const std::vector<uint8_t> solo_out = dc.out->get_all<uint8_t>();
+      const std::vector<uint8_t> solo_out = run_alone(call, e, 0, s.n_tokens, 300);
       const std::vector<uint16_t> sk = k_cache_->get_all<uint16_t>(), sv = v_cache_->get_all<uint16_t>();
-      const size_t row_bytes = static_cast<size_t>(out_width()) * out_esize();
-      const size_t stride_bytes = static_cast<size_t>(call.out_stride) * out_esize();
       bool same = true;
       for (int32_t t = 0; t < s.n_tokens; ++t) {
-        same &= std::memcmp(out.data() + static_cast<size_t>(s.row0 + t) * stride_bytes,
-                            solo_out.data() + static_cast<size_t>(row0 + t) * stride_bytes, row_bytes) == 0;
+        same &= same_row(out, s.row0 + t, solo_out, 3 + t, call.out_stride);
         const int64_t cr = cache_row(s, s.n_past + t);
         const size_t c0 = static_cast<size_t>(cr * kv_width_);
         same &= std::equal(sk.begin() + c0, sk.begin() + c0 + kv_width_, after_k.begin() + c0);
@@ -725,7 +786,8 @@ inline CaseSpec make_case(const std::string& name, const Shape& shape, std::vect
 // Cases small enough for the SIMT emulator (the CPU test runs these; the GPU test runs them and bigger ones):
 // the tiny fixture shapes at every path (first token, 1..16 verify rows, split context, prefill with and without
 // context, a mixed batch), head dims 64 and 96, page sizes 1, 5 and 7, no rotation, GQA groups 1, 2, 3, 12 and 48
-// (1 to 24 rows per block), and the 27B shape at short contexts.
+// (q groups spanning several rows, rows spanning several q groups; prefill tiles of 1 to 48 rows), verify rows
+// against one-at-a-time decoding, and the 27B shape at short contexts.
 inline std::vector<CaseSpec> shared_cases() {
   std::vector<CaseSpec> v;
   auto add = [&v](CaseSpec c) {
@@ -734,9 +796,15 @@ inline std::vector<CaseSpec> shared_cases() {
   };
   const Shape t8 = shape_tiny(8), t16 = shape_tiny(16), big = shape_27b();
   add(make_case("first-token", t8, {{0, 1}}));
-  for (int32_t n : {1, 2, 3, 5, 8, 13, 16}) add(make_case("verify", t8, {{37, n}}, PageOrder::kDescending));
+  for (int32_t n : {1, 2, 3, 5, 8, 13, 16}) {
+    CaseSpec c = make_case("verify", t8, {{37, n}}, PageOrder::kDescending);
+    c.sequential = n == 5 || n == 16;
+    add(c);
+  }
   add(make_case("split", t16, {{4500, 1, Fill::kDirect}}));
-  add(make_case("split", t16, {{4500, 16, Fill::kDirect}}, PageOrder::kDescending, DType::kF32));
+  CaseSpec split16 = make_case("split", t16, {{4500, 16, Fill::kDirect}}, PageOrder::kDescending, DType::kF32);
+  split16.sequential = true;
+  add(split16);
   for (int32_t n : {17, 64, 200}) {
     add(make_case("prefill", t8, {{0, n}}));
     add(make_case("prefill-after-context", t16, {{50, n}}, PageOrder::kAscending, DType::kF32));
@@ -749,6 +817,7 @@ inline std::vector<CaseSpec> shared_cases() {
   mixed.extra_context = 100;
   mixed.stride_pad = 3;
   mixed.invariance = true;
+  mixed.sequential = true;
   add(mixed);
   CaseSpec d96 = make_case("odd", make_shape("d96-p5", 6, 2, 96, 32, 1e4f, 5), {{10, 1}, {3, 4}, {0, 19}});
   d96.invariance = true;
@@ -756,12 +825,15 @@ inline std::vector<CaseSpec> shared_cases() {
   add(make_case("odd", make_shape("d64-r0-p1", 2, 1, 64, 0, 1e4f, 1), {{7, 2}, {0, 18}}, PageOrder::kDescending));
   add(make_case("odd", make_shape("g1-p7", 3, 3, 32, 32, 1e4f, 7), {{60, 16}, {9, 50}}, PageOrder::kRandom,
                 DType::kF32));
-  CaseSpec g12 = make_case("row-chunks", make_shape("g12", 12, 1, 32, 16, 1e4f, 16), {{25, 16}, {3, 9}, {0, 30}});
+  CaseSpec g12 = make_case("groups", make_shape("g12", 12, 1, 32, 16, 1e4f, 16), {{25, 16}, {3, 9}, {0, 30}});
   g12.invariance = true;
+  g12.sequential = true;
   add(g12);
-  add(make_case("row-chunks", make_shape("g48", 48, 1, 32, 8, 1e4f, 16), {{5, 3}, {2, 20}}));
+  add(make_case("groups", make_shape("g48", 48, 1, 32, 8, 1e4f, 16), {{5, 3}, {2, 20}}));
   add(make_case("first-token", big, {{0, 1}}));
-  add(make_case("verify", big, {{20, 3}}, PageOrder::kDescending));
+  CaseSpec v3 = make_case("verify", big, {{20, 3}}, PageOrder::kDescending);
+  v3.sequential = true;
+  add(v3);
   add(make_case("verify", big, {{12, 9}}, PageOrder::kRandom, DType::kF32));
   CaseSpec bmix = make_case("mixed", big, {{6, 1}, {0, 0}, {3, 4}, {0, 18}});
   bmix.invariance = true;

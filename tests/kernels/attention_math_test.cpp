@@ -115,22 +115,34 @@ TEST_CASE("attention helpers reproduce the reference's key norm, rotation and ga
 }
 
 TEST_CASE("attention split plans cover each context exactly within the grid's and the combine's limits", "[unit]") {
-  for (int32_t ctx = 1; ctx <= 70000; ++ctx) {
+  auto on_ladder = [](int32_t len) {  // 128 * 2^j or 192 * 2^j
+    while (len > 192 && len % 2 == 0) len /= 2;
+    return len == 128 || len == 192;
+  };
+  int32_t prev_len = kd::kMinSplitLen;
+  for (int32_t ctx = 1; ctx <= 140000; ++ctx) {
     const kd::SplitPlan sp = kd::split_plan(ctx);
-    const bool ok = sp.count >= 1 && sp.count <= kd::kMaxSplits && sp.len >= kd::kMinSplitLen &&
-                    sp.len % kd::kSplitAlign == 0 && int64_t{sp.count - 1} * sp.len < ctx &&
-                    int64_t{sp.count} * sp.len >= ctx &&
-                    sp.count <= (ctx + kd::kMinSplitLen - 1) / kd::kMinSplitLen;
+    // The shortest ladder length with at most 32 splits: one step down would need more.
+    const int32_t down = (sp.len & (sp.len - 1)) == 0 ? sp.len / 4 * 3 : sp.len / 3 * 2;
+    const bool ok = sp.count >= 1 && sp.count <= kd::kMaxSplits && sp.len >= kd::kMinSplitLen && on_ladder(sp.len) &&
+                    sp.len % 64 == 0 && int64_t{sp.count - 1} * sp.len < ctx && int64_t{sp.count} * sp.len >= ctx &&
+                    sp.count <= (ctx + kd::kMinSplitLen - 1) / kd::kMinSplitLen && sp.len >= prev_len &&
+                    (sp.len == kd::kMinSplitLen || (ctx + down - 1) / down > kd::kMaxSplits);
     if (!ok) {
       INFO("ctx " << ctx << " len " << sp.len << " count " << sp.count);
       REQUIRE(ok);
     }
+    prev_len = sp.len;
   }
+  // Up to 4096 positions every context uses 128-position splits (verify rows reproduce plain decoding exactly).
   CHECK(kd::split_plan(4096).len == 128);
   CHECK(kd::split_plan(4096).count == 32);
+  CHECK(kd::split_plan(4097).len == 192);
+  CHECK(kd::split_plan(4097).count == 22);
+  CHECK(kd::split_plan(17000).len == 768);
+  CHECK(kd::split_plan(17000).count == 23);
   CHECK(kd::split_plan(32768).len == 1024);
   CHECK(kd::split_plan(32768).count == 32);
-  CHECK(kd::split_plan(17000).count == 30);  // len 576
 }
 
 TEST_CASE("attention team layouts fill the block with whole q groups", "[unit]") {
@@ -254,13 +266,13 @@ TEST_CASE("attention launch plan covers every valid step's sequences", "[unit]")
     CHECK(w.slots >= decode_rows);
     CHECK(w.total == a.workspace_bytes);
     CHECK(w.part_acc_offset >= size_t{4} * a.n_rows * 24 * 256);
+    CHECK(plan.decode_grid.y == 4u);
     CHECK(plan.decode_grid.z == static_cast<uint32_t>(n_seqs));
     CHECK(plan.combine_grid.x == static_cast<uint32_t>(n_seqs));
     for (const SeqDesc& s : seqs) {
       if (s.n_tokens == 0) continue;
       if (s.n_tokens <= kd::kMaxDecodeTokens) {
         CHECK(static_cast<int32_t>(plan.decode_grid.x) >= kd::split_plan(s.n_past + s.n_tokens).count);
-        CHECK(static_cast<int32_t>(plan.decode_grid.y) * kd::rows_per_chunk(6) >= 4 * s.n_tokens);
         CHECK(static_cast<int32_t>(plan.combine_grid.y) >= s.n_tokens);
         CHECK(w.splits >= kd::split_plan(s.n_past + s.n_tokens).count);
       }
