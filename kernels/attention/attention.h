@@ -58,8 +58,9 @@ struct RefArgs {
 };
 void gated_attention_ref(const Params& p, const RefArgs& a);
 
-// Device form: every pointer is device memory. The KV cache holds fp16 (cache_dtype kF16; later kF8E4M3 with
-// fp16 arithmetic). out is fp16 (the o_proj input) or fp32.
+// Device form: every pointer is device memory; k_cache, v_cache and workspace 16-byte aligned (as cudaMalloc's
+// are). The KV cache holds fp16 (cache_dtype kF16; later kF8E4M3 with fp16 arithmetic). out is fp16 (the o_proj
+// input) or fp32.
 struct DeviceArgs {
   const float* qg = nullptr;
   int64_t qg_stride = 0;
@@ -79,7 +80,9 @@ struct DeviceArgs {
   int64_t out_stride = 0;
   DType out_dtype = DType::kF16;
   // Host-known upper bounds that size the launches (a captured CUDA graph keeps them, so they may exceed the
-  // step's actual values; kernels read the real ones from seqs):
+  // step's actual values; kernels read the real ones from seqs). An entry outside them (rows past n_rows, more
+  // than max_seq_tokens rows, context past max_context) is skipped like padding: nothing is read or written for it.
+  // Cache rows are addressed with 32-bit row indices (n_pages * page_size < 2^31).
   int32_t n_rows = 0;          // >= the step's token rows
   int32_t max_seq_tokens = 0;  // >= every seqs[i].n_tokens
   int32_t max_context = 0;     // >= every seqs[i].n_past + seqs[i].n_tokens

@@ -1,0 +1,55 @@
+// gated_attention, device form: the host checks and the launch plan (attention_plan.cpp), then the four kernels of
+// attention_kernels.cuh on the caller's stream, instantiated for head_dim = 32, 64, ..., 256. One portable
+// implementation (fp32 FMA, fp16 cache) for every architecture from sm_70. Tested by
+// tests/kernels/attention_gpu_test.cpp against attention_ref.cpp.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "attention/attention.h"
+#include "attention/attention_kernels.cuh"
+#include "attention/attention_plan.h"
+
+namespace voltserve::kernels::attention {
+namespace {
+
+dim3 to_dim3(const detail::Dim3& d) { return dim3(d.x, d.y, d.z); }
+
+template <int DPL>
+KernelStatus launch_attention(const detail::LaunchPlan& plan, cudaStream_t stream) {
+  detail::attention_prep_kernel<DPL><<<to_dim3(plan.prep_grid), detail::kPrepThreads, 0, stream>>>(plan.args);
+  VS_CUDA_TRY(cudaGetLastError());
+  detail::attention_decode_split_kernel<DPL>
+      <<<to_dim3(plan.decode_grid), detail::kAttendThreads, 0, stream>>>(plan.args);
+  VS_CUDA_TRY(cudaGetLastError());
+  detail::attention_combine_kernel<DPL><<<to_dim3(plan.combine_grid), detail::kCombineThreads, 0, stream>>>(plan.args);
+  VS_CUDA_TRY(cudaGetLastError());
+  if (plan.run_prefill) {
+    detail::attention_prefill_kernel<DPL><<<to_dim3(plan.prefill_grid), detail::kAttendThreads, 0, stream>>>(plan.args);
+    VS_CUDA_TRY(cudaGetLastError());
+  }
+  return KernelStatus::Ok();
+}
+
+}  // namespace
+
+KernelStatus gated_attention(const Params& p, const DeviceArgs& a) {
+  detail::LaunchPlan plan;
+  if (KernelStatus s = detail::make_plan(p, a, &plan); !s.ok()) return s;
+  if (plan.empty) return KernelStatus::Ok();
+  const auto stream = static_cast<cudaStream_t>(a.stream);
+  // The instantiations: dims per lane = head_dim / 32 (make_plan admits multiples of 32 up to 256).
+  switch (p.head_dim / 32) {
+    case 1: return launch_attention<1>(plan, stream);
+    case 2: return launch_attention<2>(plan, stream);
+    case 3: return launch_attention<3>(plan, stream);
+    case 4: return launch_attention<4>(plan, stream);
+    case 5: return launch_attention<5>(plan, stream);
+    case 6: return launch_attention<6>(plan, stream);
+    case 7: return launch_attention<7>(plan, stream);
+    case 8: return launch_attention<8>(plan, stream);
+    default: break;
+  }
+  return VS_KERNEL_FAIL(kBadShape, "gated_attention: head_dim must be a multiple of 32 in [32, 256]");
+}
+
+}  // namespace voltserve::kernels::attention
