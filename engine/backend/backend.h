@@ -168,6 +168,9 @@ class Backend {
   virtual std::string name() const = 0;
   // The dtype linear layers read (CPU fp32, CUDA fp16): the model allocates the normed activations in it.
   virtual DType activation_dtype() const = 0;
+  // Bytes the prepared weights take, and the device's measured read bandwidth (0 where not measured).
+  virtual int64_t weight_bytes() const = 0;
+  virtual double read_gbps() const { return 0.0; }
 
   // Memory owned by the backend until it is destroyed; zeroed. `what` names it in errors.
   virtual Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) = 0;

@@ -12,7 +12,9 @@ namespace voltserve {
 
 struct BackendOptions {
   int32_t n_threads = 0;  // CPU backend threads; 0: min(hardware threads, 8)
-  GdnMode gdn_mode = GdnMode::kAuto;
+  GdnMode gdn_mode = GdnMode::kAuto;  // CPU backend
+  std::string kernel_family = "auto";  // CUDA backend: sm70, sm80 or auto
+  bool op_timing = false;              // CUDA backend: per-op device timing, logged when the backend goes
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const BackendOptions& options);

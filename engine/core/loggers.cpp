@@ -1,35 +1,11 @@
-// Get-or-create of the named loggers; tolerant of another component registering the same name first.
+// The engine's named loggers (see loggers.h), through common/named_logger.
 #include "core/loggers.h"
 
-#include <memory>
-#include <string>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
+#include "common/named_logger.h"
 
 namespace voltserve {
 
-namespace {
-
-std::shared_ptr<spdlog::logger> get_or_create(const std::string& name) {
-  if (auto existing = spdlog::get(name)) return existing;
-  try {
-    return spdlog::stderr_color_mt(name);
-  } catch (const spdlog::spdlog_ex&) {
-    return spdlog::get(name);  // registered by another thread in between
-  }
-}
-
-}  // namespace
-
-spdlog::logger& engine_log() {
-  static const std::shared_ptr<spdlog::logger> log = get_or_create("engine");
-  return *log;
-}
-
-spdlog::logger& sched_log() {
-  static const std::shared_ptr<spdlog::logger> log = get_or_create("sched");
-  return *log;
-}
+spdlog::logger& engine_log() { return named_logger("engine"); }
+spdlog::logger& sched_log() { return named_logger("sched"); }
 
 }  // namespace voltserve

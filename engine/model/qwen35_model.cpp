@@ -1,9 +1,17 @@
 // Qwen35Model::forward: the decoder stack of MODEL.md §2.3 over Backend ops.
 #include "model/qwen35_model.h"
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
 #include "model/checkpoint.h"
 
 namespace voltserve {
+
+namespace {
+constexpr int32_t kDefaultLogitsRows = 64;
+}  // namespace
 
 Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load(const std::filesystem::path& model_dir, Backend& backend) {
   std::error_code ec;
@@ -15,21 +23,45 @@ Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load(const std::filesystem::pa
   std::unique_ptr<Qwen35Model> m(new Qwen35Model());
   m->config_ = std::move(config);
   m->backend_ = &backend;
-  VS_ASSIGN_OR_RETURN(m->weights_, load_qwen35_weights(checkpoint, m->config_, backend));
-  const ModelConfig& c = m->config_;
-  m->attn_params_.n_heads = static_cast<int32_t>(c.n_heads);
-  m->attn_params_.n_kv_heads = static_cast<int32_t>(c.n_kv_heads);
-  m->attn_params_.head_dim = static_cast<int32_t>(c.head_dim);
-  m->attn_params_.rotary_dim = static_cast<int32_t>(c.rotary_dim);
-  m->attn_params_.rope_theta = static_cast<float>(c.rope_theta);
-  m->attn_params_.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
-  m->gdn_params_.n_k_heads = static_cast<int32_t>(c.linear_n_key_heads);
-  m->gdn_params_.n_v_heads = static_cast<int32_t>(c.linear_n_value_heads);
-  m->gdn_params_.head_k_dim = static_cast<int32_t>(c.linear_key_head_dim);
-  m->gdn_params_.head_v_dim = static_cast<int32_t>(c.linear_value_head_dim);
-  m->gdn_params_.conv_kernel = static_cast<int32_t>(c.linear_conv_kernel_dim);
-  m->gdn_params_.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
+  CheckpointWeights source(checkpoint, m->config_);
+  VS_ASSIGN_OR_RETURN(m->weights_, load_qwen35_weights(source, m->config_, backend));
+  m->set_params();
   return m;
+}
+
+Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load_synthetic(const std::filesystem::path& config_file,
+                                                                 uint64_t seed, Backend& backend) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(config_file, ec)) {
+    return not_found("model config " + config_file.string() + " does not exist");
+  }
+  std::ifstream in(config_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  VS_ASSIGN_OR_RETURN(ModelConfig config, parse_model_config(text.str(), "", "", {}));
+  std::unique_ptr<Qwen35Model> m(new Qwen35Model());
+  m->config_ = std::move(config);
+  m->backend_ = &backend;
+  SyntheticWeights source(m->config_, seed, config_file.string());
+  VS_ASSIGN_OR_RETURN(m->weights_, load_qwen35_weights(source, m->config_, backend));
+  m->set_params();
+  return m;
+}
+
+void Qwen35Model::set_params() {
+  const ModelConfig& c = config_;
+  attn_params_.n_heads = static_cast<int32_t>(c.n_heads);
+  attn_params_.n_kv_heads = static_cast<int32_t>(c.n_kv_heads);
+  attn_params_.head_dim = static_cast<int32_t>(c.head_dim);
+  attn_params_.rotary_dim = static_cast<int32_t>(c.rotary_dim);
+  attn_params_.rope_theta = static_cast<float>(c.rope_theta);
+  attn_params_.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
+  gdn_params_.n_k_heads = static_cast<int32_t>(c.linear_n_key_heads);
+  gdn_params_.n_v_heads = static_cast<int32_t>(c.linear_n_value_heads);
+  gdn_params_.head_k_dim = static_cast<int32_t>(c.linear_key_head_dim);
+  gdn_params_.head_v_dim = static_cast<int32_t>(c.linear_value_head_dim);
+  gdn_params_.conv_kernel = static_cast<int32_t>(c.linear_conv_kernel_dim);
+  gdn_params_.rms_norm_eps = static_cast<float>(c.rms_norm_eps);
 }
 
 Status Qwen35Model::configure(const ModelStepLimits& limits) {
@@ -38,7 +70,9 @@ Status Qwen35Model::configure(const ModelStepLimits& limits) {
     return invalid_argument("model step limits: max_tokens, max_seqs and n_slots must be >= 1");
   }
   limits_ = limits;
-  if (limits_.logits_rows <= 0) limits_.logits_rows = limits_.max_tokens;
+  // Output rows go through the lm_head in chunks of this many: a [rows, vocab] fp32 buffer (64 MiB at the
+  // Qwen3.5 vocabulary for 64 rows).
+  if (limits_.logits_rows <= 0) limits_.logits_rows = std::min(limits_.max_tokens, kDefaultLogitsRows);
   const ModelConfig& c = config_;
   Backend& be = *backend_;
   const int64_t T = limits_.max_tokens;

@@ -35,7 +35,7 @@ struct ModelStepLimits {
   int32_t max_page_refs = 0;    // page-table entries per step
   int32_t max_bias = 0;         // logit_bias entries per step
   int32_t logits_rows = 0;      // rows of the lm_head's logits workspace (outputs are processed in such chunks);
-                                // 0: max_tokens
+                                // 0: min(max_tokens, 64)
   int32_t n_slots = 1;
   int32_t n_vocab_real = 0;
 };
@@ -44,6 +44,10 @@ class Qwen35Model {
  public:
   // Reads config.json (+ generation_config.json) and the checkpoint of `model_dir` into `backend`'s memory.
   static Result<std::unique_ptr<Qwen35Model>> load(const std::filesystem::path& model_dir, Backend& backend);
+  // A model of the real shapes and formats of `config_file` (a config.json, its quantization_config deciding each
+  // layer's format) with seeded synthetic weights (benchmarks; see model/weight_provider.h).
+  static Result<std::unique_ptr<Qwen35Model>> load_synthetic(const std::filesystem::path& config_file, uint64_t seed,
+                                                             Backend& backend);
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }
@@ -64,6 +68,7 @@ class Qwen35Model {
 
  private:
   Qwen35Model() = default;
+  void set_params();
   // The activations of one step: views of the workspace's first T rows.
   struct Activations {
     Tensor residual;   // [T, hidden] fp32, the residual stream h

@@ -27,8 +27,14 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   BackendOptions bo;
   bo.n_threads = mo.n_threads;
   bo.gdn_mode = options.gdn_mode;
+  bo.kernel_family = mo.kernel_family;
+  bo.op_timing = mo.op_timing;
   VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
-  VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(mo.model_dir, *r->backend_));
+  if (!mo.synthetic_config.empty()) {
+    VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load_synthetic(mo.synthetic_config, mo.synthetic_seed, *r->backend_));
+  } else {
+    VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(mo.model_dir, *r->backend_));
+  }
   const ModelConfig& c = r->model_->config();
 
   int64_t context = mo.max_context > 0 ? mo.max_context : std::min<int64_t>(8192, c.max_position_embeddings);
@@ -42,8 +48,10 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   VS_ASSIGN_OR_RETURN(r->cache_, r->model_->alloc_cache(r->geometry_.page_size, r->geometry_.n_pages,
                                                         r->geometry_.n_slots, options.max_verify_tokens));
 
-  r->info_.name = std::filesystem::path(mo.model_dir).lexically_normal().filename().string();
-  if (r->info_.name.empty()) r->info_.name = std::filesystem::path(mo.model_dir).parent_path().filename().string();
+  const std::filesystem::path named = mo.synthetic_config.empty() ? std::filesystem::path(mo.model_dir)
+                                                                   : std::filesystem::path(mo.synthetic_config).stem();
+  r->info_.name = named.lexically_normal().filename().string();
+  if (r->info_.name.empty()) r->info_.name = named.parent_path().filename().string();
   r->info_.vocab_size = static_cast<int32_t>(c.vocab_size);
   r->info_.n_vocab_real = static_cast<int32_t>(c.vocab_size);
   if (mo.n_vocab_real > 0 && mo.n_vocab_real < r->info_.n_vocab_real) r->info_.n_vocab_real = mo.n_vocab_real;
@@ -51,6 +59,14 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   r->info_.hidden_size = static_cast<int32_t>(c.hidden_size);
   r->info_.eos_token_ids = c.eos_token_ids;
   r->info_.backend = r->backend_->name();
+  r->info_.weight_bytes = r->backend_->weight_bytes();
+  r->info_.device_read_gbps = r->backend_->read_gbps();
+  r->info_.kv_bytes_per_token = c.n_full_attention_layers() * 2 * c.n_kv_heads * c.head_dim *
+                                static_cast<int64_t>(dtype_bytes(r->backend_->activation_dtype()));
+  r->info_.state_bytes_per_seq =
+      c.n_linear_attention_layers() * 4 *
+      (c.linear_n_value_heads * c.linear_key_head_dim * c.linear_value_head_dim +
+       c.linear_conv_dim() * (c.linear_conv_kernel_dim - 1));
 
   ModelStepLimits limits;
   limits.max_tokens = options.max_step_tokens;

@@ -23,7 +23,7 @@ struct RunnerOptions {
   ModelOptions model;          // folder, backend, threads, context, cache geometry, real vocabulary
   int32_t max_step_tokens = 256;  // tokens per step (the engine's max_tokens_per_step)
   int32_t max_verify_tokens = 0;  // tokens per verify item (k_max + 1; 0: no speculative verification)
-  int32_t logits_rows = 0;        // lm_head rows per chunk (0: all of a step's output rows at once)
+  int32_t logits_rows = 0;        // lm_head rows per chunk (0: min(max_step_tokens, 64))
   GdnMode gdn_mode = GdnMode::kAuto;
 };
 

@@ -3,7 +3,6 @@
 
 #include <string>
 
-#include "model/linear_weight.h"
 #include "model/tensor_names.h"
 
 namespace voltserve {
@@ -16,32 +15,24 @@ struct LinearPart {
 
 class Loader {
  public:
-  Loader(const Checkpoint& ckpt, const ModelConfig& cfg, Backend& backend)
-      : ckpt_(ckpt), cfg_(cfg), backend_(backend) {}
+  Loader(WeightProvider& source, Backend& backend) : src_(source), backend_(backend) {}
 
   // One backend weight from one or several modules that share k (their rows concatenated in order).
   Result<std::unique_ptr<PreparedLinear>> linear(std::initializer_list<LinearPart> parts, int64_t k) {
-    std::vector<LinearWeight> weights;
     std::vector<kernels::HostWeightRef> refs;
     std::string what;
     for (const LinearPart& p : parts) {
-      VS_ASSIGN_OR_RETURN(LinearWeight w, load_linear(ckpt_, cfg_, p.module, p.n, k));
-      weights.push_back(std::move(w));
+      VS_ASSIGN_OR_RETURN(kernels::HostWeightRef r, src_.linear(p.module, p.n, k));
+      refs.push_back(r);
       what += (what.empty() ? "" : " + ") + p.module;
     }
-    for (const LinearWeight& w : weights) refs.push_back(w.host_ref());  // after the vector stopped moving
     return backend_.prepare_linear(refs, what);
   }
 
-  // A small parameter (any float dtype) of exactly `shape`, as fp32. `plus_one` adds the zero-centred norm's 1.
+  // A small parameter of exactly `shape`, as fp32. `plus_one` adds the zero-centred norm's 1.
   Result<Tensor> vector(const std::string& name, std::initializer_list<int64_t> shape, bool plus_one = false) {
-    VS_ASSIGN_OR_RETURN(TensorView view, ckpt_.tensor(name));
     const std::vector<int64_t> want(shape);
-    if (view.shape != want) {
-      return invalid_argument(view.file + ": tensor " + name + " has shape " + shape_to_string(view.shape) +
-                              ", expected " + shape_to_string(want));
-    }
-    VS_ASSIGN_OR_RETURN(std::vector<float> values, to_f32(view));
+    VS_ASSIGN_OR_RETURN(std::vector<float> values, src_.values(name, want));
     if (plus_one) {
       for (float& v : values) v += 1.0f;
     }
@@ -51,24 +42,21 @@ class Loader {
   }
 
  private:
-  const Checkpoint& ckpt_;
-  const ModelConfig& cfg_;
+  WeightProvider& src_;
   Backend& backend_;
 };
 
 }  // namespace
 
-Result<Qwen35Weights> load_qwen35_weights(const Checkpoint& checkpoint, const ModelConfig& config,
-                                          Backend& backend) {
-  Loader ld(checkpoint, config, backend);
+Result<Qwen35Weights> load_qwen35_weights(WeightProvider& source, const ModelConfig& config, Backend& backend) {
+  Loader ld(source, backend);
   const std::string& prefix = config.tensor_prefix;
   const int64_t H = config.hidden_size;
   Qwen35Weights w;
   VS_ASSIGN_OR_RETURN(w.embed, ld.linear({{prefix + "embed_tokens", config.vocab_size}}, H));
   if (!config.tie_word_embeddings) {
-    if (!checkpoint.contains(std::string(kLmHeadModule) + ".weight") &&
-        !checkpoint.contains(std::string(kLmHeadModule) + ".weight_packed")) {
-      return not_found(checkpoint.dir().string() + ": tie_word_embeddings is false but the checkpoint has no " +
+    if (!source.has_lm_head()) {
+      return not_found(source.describe() + ": tie_word_embeddings is false but the checkpoint has no " +
                        std::string(kLmHeadModule) + ".weight");
     }
     VS_ASSIGN_OR_RETURN(w.lm_head, ld.linear({{std::string(kLmHeadModule), config.vocab_size}}, H));
@@ -84,7 +72,7 @@ Result<Qwen35Weights> load_qwen35_weights(const Checkpoint& checkpoint, const Mo
     if (L.type == LayerType::kFullAttention) {
       const int64_t hd = config.head_dim, nh = config.n_heads, nkv = config.n_kv_heads;
       if (!config.attn_output_gate) {
-        return unimplemented(checkpoint.dir().string() + ": attn_output_gate = false is not supported");
+        return unimplemented(source.describe() + ": attn_output_gate = false is not supported");
       }
       L.attn.q_rows = nh * hd * 2;
       L.attn.kv_rows = nkv * hd;

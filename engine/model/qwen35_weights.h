@@ -1,4 +1,5 @@
-// Qwen35Weights: every tensor of the Qwen3.5 text model, loaded from a Checkpoint into a Backend (MODEL.md §5.1):
+// Qwen35Weights: every tensor of the Qwen3.5 text model, loaded from a WeightProvider (a checkpoint, or synthetic
+// weights of a config's shapes) into a Backend (MODEL.md §5.1):
 // linear layers in their checkpoint format via load_linear(), projections that read the same input merged into one
 // backend weight (attention q|k|v, GDN qkv|z|b|a, MLP gate|up), the zero-centred norms with their "+1" added here
 // (never for the plain-weight GDN gated norm), conv1d reshaped to [channels, K]. Tested through tests/golden.
@@ -8,8 +9,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "model/checkpoint.h"
 #include "model/model_config.h"
+#include "model/weight_provider.h"
 #include "voltserve/status.h"
 
 namespace voltserve {
@@ -48,7 +49,7 @@ struct Qwen35Weights {
   const PreparedLinear& output() const { return lm_head ? *lm_head : *embed; }
 };
 
-// Loads the text model's weights (vision and mtp.* tensors are not touched). Errors name the tensor.
-Result<Qwen35Weights> load_qwen35_weights(const Checkpoint& checkpoint, const ModelConfig& config, Backend& backend);
+// Loads the text model's weights from `source` (vision and mtp.* tensors are not touched). Errors name the tensor.
+Result<Qwen35Weights> load_qwen35_weights(WeightProvider& source, const ModelConfig& config, Backend& backend);
 
 }  // namespace voltserve

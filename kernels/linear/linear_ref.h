@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/dtype.h"
 #include "linear/linear.h"
@@ -24,6 +25,9 @@ struct HostWeightRef {
   float tensor_scale = 1.0f;
   const float* channel_scales = nullptr;
   DType dense_dtype = DType::kBF16;  // kDense only
+  // codes == nullptr: a synthetic weight (benchmarks), its values drawn from this seed by the backend
+  // (kernels/linear/synthetic.h); dequantize_row_ref does not take such a weight.
+  uint64_t synthetic_seed = 0;
 };
 
 // Exact fp32 values of row `row` (k floats): the correctly rounded product of the stored factors.
@@ -33,6 +37,12 @@ void dequantize_row_ref(const HostWeightRef& w, int64_t row, float* out);
 // Accumulates in double; splits the rows over `threads` threads (0: hardware concurrency).
 void linear_ref_rows(const HostWeightRef& w, std::span<const int64_t> rows, const float* x, int64_t m, float* y,
                      int threads = 0);
+
+// Checkpoint-order data of a synthetic weight w (w.codes == nullptr; format, n, k and synthetic_seed set;
+// kernels/linear/synthetic.h): codes [n, k/2] + scales [n, k/16] (NVFP4), codes [n, k] (FP8), or dense fp32 values
+// [n, k]. Returns w pointing at them (the vectors must outlive it), with the synthetic global / tensor scale.
+HostWeightRef synthetic_fill_host(const HostWeightRef& w, std::vector<uint8_t>& codes, std::vector<uint8_t>& scales,
+                                  std::vector<float>& dense);
 
 // All rows: y [m, n].
 void linear_ref(const HostWeightRef& w, const float* x, int64_t m, float* y, int threads = 0);

@@ -71,6 +71,17 @@ std::string check_linear_shape(WeightFormat format, int64_t n, int64_t k) {
   return "";
 }
 
+void packed_bytes(WeightFormat format, KernelFamily family, int64_t n, int64_t k, size_t* codes, size_t* scales) {
+  const TileGeometry geo = tile_geometry(family);
+  const int64_t rb = row_bytes(format, k);
+  const int64_t n_tiles = (n + geo.tile_rows - 1) / geo.tile_rows;
+  const int64_t kblocks = family == KernelFamily::kSm80 ? sm80_kblocks(format == WeightFormat::kFp8, k)
+                                                        : (rb + geo.kblock_bytes - 1) / geo.kblock_bytes;
+  const int64_t units = n_tiles * kblocks * kLanes;
+  *codes = static_cast<size_t>(units * kLaneBytes);
+  *scales = format == WeightFormat::kNvfp4 ? static_cast<size_t>(units * 2) : 0;
+}
+
 std::string prepack(WeightFormat format, KernelFamily family, int64_t n, int64_t k, std::span<const uint8_t> codes,
                     std::span<const uint8_t> scales, PackedWeightHost* out) {
   if (std::string e = check_linear_shape(format, n, k); !e.empty()) return e;

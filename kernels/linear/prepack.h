@@ -47,6 +47,9 @@ std::string check_linear_shape(WeightFormat format, int64_t n, int64_t k);
 std::string prepack(WeightFormat format, KernelFamily family, int64_t n, int64_t k, std::span<const uint8_t> codes,
                     std::span<const uint8_t> scales, PackedWeightHost* out);
 
+// The sizes prepack() gives a weight of this shape: codes and (NVFP4) scales bytes, whole tiles and k-blocks.
+void packed_bytes(WeightFormat format, KernelFamily family, int64_t n, int64_t k, size_t* codes, size_t* scales);
+
 // Inverse of prepack: writes the original row-major codes (and NVFP4 scales).
 std::string unpack(const PackedWeightHost& packed, std::vector<uint8_t>* codes, std::vector<uint8_t>* scales);
 

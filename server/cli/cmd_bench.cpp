@@ -1,14 +1,22 @@
-// `voltserve bench linear [args]`: runs the linear-kernel benchmark (bench/linear/bench_linear.cu), which is a
-// separate binary next to this one (built with CUDA); arguments are passed through.
+// `voltserve bench linear [args]` runs the linear-kernel benchmark (bench/linear, a separate CUDA binary next to this
+// one). `voltserve bench decode|prefill` measure the whole engine end to end on a model folder or on synthetic
+// weights of a config's real shapes (--config config/models/NAME.json): batch-1 and batched decode ms/token and
+// tokens/s at a context length, with the bytes a decode step streams and the fraction of the device's measured
+// read ceiling; prefill tokens/s at a prompt length; --op-timing logs the per-op breakdown of the steps.
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "voltserve/engine.h"
 
 namespace voltserve::cli {
 
@@ -20,10 +28,195 @@ std::filesystem::path self_dir() {
   return ec ? std::filesystem::current_path() : exe.parent_path();
 }
 
+struct EngineBenchArgs {
+  std::string model;
+  std::string config;
+  std::string backend = "auto";
+  std::string kernel_family = "auto";
+  int32_t context = 1024;    // decode: tokens in the cache when decoding starts
+  int32_t prompt = 2048;     // prefill: prompt length
+  int32_t tokens = 64;       // decode: tokens generated per sequence
+  int32_t batch = 1;         // sequences decoded together
+  int32_t chunk = 2048;      // prefill chunk (tokens per step)
+  int32_t threads = 0;
+  uint64_t seed = 1;
+  bool op_timing = false;
+  bool json = false;
+};
+
+[[noreturn]] void fail(const std::string& message, int code) { cli::fail("bench", message, code); }
+
+// Prompt ids drawn from the real vocabulary (the synthetic model's text is noise either way).
+std::vector<int32_t> bench_prompt(int32_t n, int32_t vocab, uint64_t salt) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  uint64_t z = 0x9e3779b97f4a7c15ULL * (salt + 1);
+  for (auto& id : ids) {
+    z ^= z >> 12;
+    z ^= z << 25;
+    z ^= z >> 27;
+    id = static_cast<int32_t>((z * 0x2545F4914F6CDD1DULL >> 33) % static_cast<uint64_t>(std::max(vocab, 1)));
+  }
+  return ids;
+}
+
+std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_running, int32_t max_context,
+                                     int32_t step_tokens) {
+  if (a.model.empty() == a.config.empty()) fail("give exactly one of --model DIR or --config FILE", 2);
+  ModelOptions model;
+  model.model_dir = a.model;
+  model.synthetic_config = a.config;
+  model.synthetic_seed = a.seed;
+  model.backend = a.backend;
+  model.kernel_family = a.kernel_family;
+  model.n_threads = a.threads;
+  model.n_slots = max_running;
+  model.max_context = max_context;
+  model.op_timing = a.op_timing;
+  EngineConfig config;
+  config.max_running = max_running;
+  config.max_waiting = max_running;
+  config.max_tokens_per_step = std::max(step_tokens, max_running);
+  config.prefill_chunk = step_tokens;
+  return load_engine("bench", model, config);
+}
+
+struct Timed {
+  std::vector<std::chrono::steady_clock::time_point> token_times;
+  Event final_event;
+};
+
+// Submits the requests and waits for all of them; per request the time of each token.
+std::vector<Timed> run_all(Engine& engine, const std::vector<Request>& requests,
+                           std::chrono::steady_clock::time_point* submitted) {
+  std::vector<EventQueue> queues(requests.size());
+  *submitted = std::chrono::steady_clock::now();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Result<RequestId> id = engine.submit(requests[i], queues[i].sink());
+    if (!id.is_ok()) fail(id.status().to_string(), 1);
+  }
+  std::vector<Timed> out(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    while (true) {
+      auto [ev, at] = queues[i].pop();
+      for (size_t t = 0; t < ev.token_ids.size(); ++t) out[i].token_times.push_back(at);
+      if (ev.finished) {
+        if (ev.finish_reason == FinishReason::kError) fail(ev.error.to_string(), 1);
+        out[i].final_event = std::move(ev);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+void run_decode(const EngineBenchArgs& a) {
+  if (a.context < 1 || a.tokens < 2 || a.batch < 1) fail("--context >= 1, --tokens >= 2, --batch >= 1", 2);
+  auto engine = bench_engine(a, a.batch, a.context + a.tokens + 1, std::min(a.chunk, std::max(a.context, 1)));
+  const ModelInfo& info = engine->model_info();
+  std::vector<Request> requests;
+  for (int32_t b = 0; b < a.batch; ++b) {
+    Request r;
+    r.id = "bench-decode-" + std::to_string(b);
+    r.prompt_ids = bench_prompt(a.context, info.n_vocab_real, static_cast<uint64_t>(b));
+    r.max_new_tokens = a.tokens;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0.0f;
+    requests.push_back(std::move(r));
+  }
+  std::chrono::steady_clock::time_point t0;
+  const std::vector<Timed> runs = run_all(*engine, requests, &t0);
+  // Decode time per token: from every sequence's first token to its last (prefill excluded), the median sequence.
+  std::vector<double> per_token;
+  auto first_all = runs[0].token_times.front(), last_all = runs[0].token_times.back();
+  for (const Timed& r : runs) {
+    per_token.push_back(seconds(r.token_times.back() - r.token_times.front()) /
+                        static_cast<double>(r.token_times.size() - 1));
+    first_all = std::max(first_all, r.token_times.front());
+    last_all = std::min(last_all, r.token_times.back());
+  }
+  std::sort(per_token.begin(), per_token.end());
+  const double ms_per_token = 1e3 * per_token[per_token.size() / 2];
+  const double tps_per_seq = 1e3 / ms_per_token;
+  // Bytes one decode step streams at this context, for the whole batch: every weight once, each sequence's GDN state
+  // read and written, its KV read (the part of a 27B step that is not weights; DESIGN.md §4).
+  const double kv_bytes_per_token = info.kv_bytes_per_token;
+  const double step_bytes = static_cast<double>(info.weight_bytes) +
+                            a.batch * (2.0 * static_cast<double>(info.state_bytes_per_seq) +
+                                       kv_bytes_per_token * (a.context + a.tokens / 2.0));
+  const double gbps = step_bytes / (ms_per_token * 1e-3) / 1e9;
+  const double roofline_tps = info.device_read_gbps > 0 ? info.device_read_gbps * 1e9 / step_bytes : 0.0;
+  nlohmann::ordered_json out;
+  out["bench"] = "decode";
+  out["model"] = info.name;
+  out["backend"] = info.backend;
+  out["context"] = a.context;
+  out["batch"] = a.batch;
+  out["tokens"] = a.tokens;
+  out["ms_per_token"] = ms_per_token;
+  out["tokens_per_second_per_sequence"] = tps_per_seq;
+  out["tokens_per_second"] = tps_per_seq * a.batch;
+  out["bytes_per_step"] = step_bytes;
+  out["weight_bytes"] = info.weight_bytes;
+  out["achieved_gbps"] = gbps;
+  out["read_ceiling_gbps"] = info.device_read_gbps;
+  out["fraction_of_roofline"] = roofline_tps > 0 ? tps_per_seq / roofline_tps : 0.0;
+  out["roofline_tokens_per_second_per_sequence"] = roofline_tps;
+  if (a.json) {
+    std::cout << out.dump() << "\n";
+  } else {
+    std::cout << out.dump(1) << "\n";
+  }
+  engine.reset();  // with --op-timing the backend logs its per-op breakdown here
+}
+
+void run_prefill(const EngineBenchArgs& a) {
+  if (a.prompt < 1) fail("--prompt must be >= 1", 2);
+  auto engine = bench_engine(a, 1, a.prompt + 2, std::min(a.chunk, a.prompt));
+  const ModelInfo& info = engine->model_info();
+  std::vector<double> tps;
+  for (int rep = 0; rep < 3; ++rep) {  // the first run warms up (allocations, library handles)
+    Request r;
+    r.id = "bench-prefill";
+    r.prompt_ids = bench_prompt(a.prompt, info.n_vocab_real, static_cast<uint64_t>(rep));
+    r.max_new_tokens = 1;
+    r.ignore_eos = true;
+    r.sampling.temperature = 0.0f;
+    std::chrono::steady_clock::time_point t0;
+    const std::vector<Timed> runs = run_all(*engine, {r}, &t0);
+    if (rep > 0) tps.push_back(a.prompt / seconds(runs[0].token_times.front() - t0));
+  }
+  std::sort(tps.begin(), tps.end());
+  nlohmann::ordered_json out;
+  out["bench"] = "prefill";
+  out["model"] = info.name;
+  out["backend"] = info.backend;
+  out["prompt"] = a.prompt;
+  out["chunk"] = std::min(a.chunk, a.prompt);
+  out["tokens_per_second"] = tps.back();
+  out["seconds_to_first_token"] = a.prompt / tps.back();
+  std::cout << (a.json ? out.dump() : out.dump(1)) << "\n";
+  engine.reset();
+}
+
+void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
+  cmd->add_option("--model", a.model, "Hugging Face model folder");
+  cmd->add_option("--config", a.config, "A config.json of the real shapes (config/models/*.json): synthetic weights");
+  cmd->add_option("--backend", a.backend, "cpu, cuda or auto (default auto)");
+  cmd->add_option("--kernel-family", a.kernel_family, "CUDA weight kernels: sm70, sm80 or auto")
+      ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
+  cmd->add_option("--chunk", a.chunk, "Prompt tokens per step (default 2048)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--threads", a.threads, "CPU backend threads (0: automatic)");
+  cmd->add_option("--seed", a.seed, "Seed of the synthetic weights (default 1)");
+  cmd->add_flag("--op-timing", a.op_timing, "CUDA: log the per-op device time of the steps at the end");
+  cmd->add_flag("--json", a.json, "One line of JSON");
+}
+
 }  // namespace
 
 void register_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks (bench linear: quantized linear kernels vs the read ceiling)");
+  auto* cmd = app.add_subcommand("bench", "Benchmarks: linear kernels, and the engine end to end (decode, prefill)");
   auto* linear = cmd->add_subcommand("linear", "Weight-streaming linear kernels: us, GB/s, % of the read ceiling");
   linear->allow_extras();
   linear->callback([linear] {
@@ -42,6 +235,21 @@ void register_bench_command(CLI::App& app) {
     std::cerr << "voltserve bench linear: cannot run " << bin.string() << "\n";
     throw CLI::RuntimeError(2);
   });
+
+  auto decode_args = std::make_shared<EngineBenchArgs>();
+  auto* decode = cmd->add_subcommand(
+      "decode", "Greedy decode ms/token and tokens/s at a context length, against the bytes a step streams");
+  add_engine_bench_options(decode, *decode_args);
+  decode->add_option("--context", decode_args->context, "Tokens in the cache when decoding starts (default 1024)");
+  decode->add_option("--tokens", decode_args->tokens, "Tokens generated per sequence (default 64)");
+  decode->add_option("--batch", decode_args->batch, "Sequences decoded together (default 1)");
+  decode->callback([decode_args] { run_decode(*decode_args); });
+
+  auto prefill_args = std::make_shared<EngineBenchArgs>();
+  auto* prefill = cmd->add_subcommand("prefill", "Prefill tokens/s of one prompt (time to the first token)");
+  add_engine_bench_options(prefill, *prefill_args);
+  prefill->add_option("--prompt", prefill_args->prompt, "Prompt length (default 2048)");
+  prefill->callback([prefill_args] { run_prefill(*prefill_args); });
   cmd->require_subcommand(1);
 }
 

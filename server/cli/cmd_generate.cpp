@@ -41,6 +41,7 @@ struct GenerateArgs {
   bool json = false;
   bool ignore_eos = false;
   std::string backend = "auto";
+  std::string kernel_family = "auto";
   int32_t threads = 0;
 };
 
@@ -112,6 +113,7 @@ void run_generate(const GenerateArgs& a) {
   ModelOptions model;
   model.model_dir = a.model;
   model.backend = a.backend;
+  model.kernel_family = a.kernel_family;
   model.n_threads = a.threads;
   model.n_slots = 1;
   model.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
@@ -227,6 +229,8 @@ void register_generate_command(CLI::App& app) {
                 "Print {\"ids\", \"text\", \"tokens_per_second\", ...} instead of streaming text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the eos ids of config/generation_config");
   cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
+  cmd->add_option("--kernel-family", args->kernel_family, "CUDA weight kernels: sm70, sm80 or auto (default: by the GPU)")
+      ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");
   cmd->callback([args] { run_generate(*args); });
 }

@@ -24,6 +24,7 @@ struct LogitsArgs {
   std::string ids;
   int32_t last = 1;
   std::string backend = "auto";
+  std::string kernel_family = "auto";
   int32_t threads = 0;
 };
 
@@ -41,6 +42,7 @@ void run_logits(const LogitsArgs& a) {
   ModelOptions model;
   model.model_dir = a.model;
   model.backend = a.backend;
+  model.kernel_family = a.kernel_family;
   model.n_threads = a.threads;
   model.n_slots = 1;
   model.max_context = n;
@@ -96,6 +98,8 @@ void register_logits_command(CLI::App& app) {
   cmd->add_option("--ids", args->ids, "Token ids, e.g. 1,2,3")->required();
   cmd->add_option("--last", args->last, "How many final positions to print (default 1)");
   cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
+  cmd->add_option("--kernel-family", args->kernel_family, "CUDA weight kernels: sm70, sm80 or auto (default: by the GPU)")
+      ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");
   cmd->callback([args] { run_logits(*args); });
 }

@@ -97,6 +97,7 @@ void run_serve(http::ServeSettings s) {
   ModelOptions model_options;
   model_options.model_dir = model_dir.string();
   model_options.backend = s.backend;
+  model_options.kernel_family = s.kernel_family;
   model_options.n_threads = s.threads;
   model_options.max_context = s.context;
   model_options.n_slots = s.max_running;
@@ -178,6 +179,9 @@ void register_serve_command(CLI::App& app) {
                           ->check(CLI::PositiveNumber);
   auto* o_name = cmd->add_option("--served-model-name", s.http.served_model_name, "Model id in the API (default: folder name)");
   auto* o_backend = cmd->add_option("--backend", s.backend, "cpu, cuda or auto (default auto: cuda when a GPU is visible, else cpu)");
+  auto* o_family = cmd->add_option("--kernel-family", s.kernel_family,
+                                   "CUDA weight kernels: sm70 (Volta instructions), sm80 (Ampere+) or auto (by the GPU)")
+                       ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
   auto* o_level = cmd->add_option("--log-level", s.log_level, "trace, debug, info, warn, error, off");
   auto* o_threads = cmd->add_option("--threads", s.threads, "CPU backend threads (0 = automatic)")->check(CLI::Range(0, 1024));
   auto* o_running = cmd->add_option("--max-running", s.max_running, "Sequences decoded together (default 16)")->check(CLI::Range(1, 4096));
@@ -187,7 +191,7 @@ void register_serve_command(CLI::App& app) {
   auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads, "HTTP worker threads (0 = running + waiting + 16)");
 
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
-                 o_name, o_backend, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads] {
+                 o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -206,6 +210,7 @@ void register_serve_command(CLI::App& app) {
     if (o_keepalive->count()) merged.http.keepalive_interval_s = f.http.keepalive_interval_s;
     if (o_name->count()) merged.http.served_model_name = f.http.served_model_name;
     if (o_backend->count()) merged.backend = f.backend;
+    if (o_family->count()) merged.kernel_family = f.kernel_family;
     if (o_level->count()) merged.log_level = f.log_level;
     if (o_threads->count()) merged.threads = f.threads;
     if (o_running->count()) merged.max_running = f.max_running;

@@ -73,6 +73,7 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     if (k == "model") st = str(s.model);
     else if (k == "tokenizer") st = str(s.tokenizer);
     else if (k == "backend") st = str(s.backend);
+    else if (k == "kernel_family") st = str(s.kernel_family);
     else if (k == "log_level") st = str(s.log_level);
     else if (k == "threads") st = int32(s.threads, 0, 1024);
     else if (k == "max_running") st = int32(s.max_running, 1, 4096);

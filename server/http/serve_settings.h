@@ -15,6 +15,7 @@ struct ServeSettings {
   std::string model;       // "" = the bundled default model
   std::string tokenizer;   // "" = the model folder
   std::string backend = "auto";  // cpu, cuda or auto (cuda when a GPU is visible, else cpu)
+  std::string kernel_family = "auto";  // CUDA weight kernels: sm70, sm80 or auto
   std::string log_level = "info";
   int32_t threads = 0;     // CPU backend threads (0 = automatic)
   int32_t max_running = 16;

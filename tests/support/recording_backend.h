@@ -35,6 +35,7 @@ class RecordingBackend final : public Backend {
 
   std::string name() const override { return "recording(" + inner_->name() + ")"; }
   DType activation_dtype() const override { return inner_->activation_dtype(); }
+  int64_t weight_bytes() const override { return inner_->weight_bytes(); }
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override {
     ++n_allocations_;
     return inner_->alloc(rows, cols, dtype, what);

@@ -8,6 +8,7 @@
 #include "attention/attention.h"
 #include "elementwise/elementwise.h"
 #include "gdn/gdn.h"
+#include "linear/synthetic.h"
 #include "norm/norm.h"
 
 namespace voltserve {
@@ -102,12 +103,18 @@ Result<std::unique_ptr<PreparedLinear>> CpuBackend::prepare_linear(std::span<con
   }
   std::vector<float> dense(static_cast<size_t>(n * k));
   int64_t row0 = 0;
-  for (const auto& p : parts) {
+  for (const auto& part : parts) {
+    // A synthetic weight (codes == nullptr) gets its checkpoint-order values first (kernels/linear/synthetic.h).
+    std::vector<uint8_t> codes, scales;
+    std::vector<float> values;
+    const kernels::HostWeightRef p =
+        part.codes != nullptr ? part : kernels::synthetic_fill_host(part, codes, scales, values);
     pool_.parallel_for(p.n, 64, [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) kernels::dequantize_row_ref(p, r, dense.data() + (row0 + r) * k);
     });
     row0 += p.n;
   }
+  weight_bytes_ += n * k * static_cast<int64_t>(sizeof(float));
   return std::unique_ptr<PreparedLinear>(std::make_unique<CpuLinear>(n, k, std::move(dense)));
 }
 

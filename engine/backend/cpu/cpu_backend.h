@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(const CpuBackendOptions& options);
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
@@ -65,6 +66,7 @@ class CpuBackend final : public Backend {
   ThreadPool pool_;
   GdnMode gdn_mode_;
   StepLimits limits_;
+  int64_t weight_bytes_ = 0;
   std::vector<std::unique_ptr<float[]>> allocations_;
   // Penalty state of every slot (kernels/sampling/sampling.h).
   std::vector<int32_t> penalty_counts_;

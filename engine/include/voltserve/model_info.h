@@ -15,17 +15,28 @@ struct ModelInfo {
   int32_t hidden_size = 0;             // width of the hidden states
   std::vector<int32_t> eos_token_ids;  // from config.json / generation_config.json
   std::string backend;                 // "cpu" or "cuda", with the device where there is one
+  int64_t weight_bytes = 0;            // the weights as the backend holds them (what a decode step streams)
+  double device_read_gbps = 0.0;       // the device's read bandwidth measured at start-up (0: not measured)
+  int64_t kv_bytes_per_token = 0;      // attention KV cache bytes one position takes (all full-attention layers)
+  int64_t state_bytes_per_seq = 0;     // GDN conv + recurrent state bytes of one sequence (all linear layers)
 };
 
 // How to load a model folder (a Hugging Face folder of the Qwen3.5 family).
 struct ModelOptions {
   std::string model_dir;
   std::string backend = "auto";  // cpu, cuda or auto (cuda when a GPU is visible, else cpu)
+  std::string kernel_family = "auto";  // CUDA: the weight kernels' family, sm70, sm80 or auto (by the device)
   int32_t n_threads = 0;         // CPU backend threads; 0: min(hardware threads, 8)
   int32_t max_context = 0;       // positions per sequence; 0: min(max_position_embeddings, 8192)
   int32_t page_size = 16;        // tokens per KV page
   int32_t n_slots = 0;           // sequences live at once; 0: the engine's max_running
   int32_t n_pages = 0;           // KV pages shared by all sequences; 0: enough for n_slots full contexts
+  // Instead of model_dir: a config.json of the real shapes (config/models/*.json) whose quantization_config decides
+  // each layer's format, with seeded synthetic weights (benchmarks; no checkpoint on disk).
+  std::string synthetic_config;
+  uint64_t synthetic_seed = 1;
+  // CUDA: time every op of every step with device events and log the per-op breakdown when the engine stops.
+  bool op_timing = false;
   // Logit rows that are real tokens (the tokenizer's size); rows past it pad the matrix (Qwen3.5: 248077 of
   // 248320) and are never sampled. 0: every row is real.
   int32_t n_vocab_real = 0;

@@ -1,0 +1,896 @@
+// CudaBackend: the Backend ops as launches of the kernels in kernels/ on one stream. A step's metadata is copied to
+// fixed device buffers once (begin_step); every op launches asynchronously and records the first failure;
+// end_step() copies the small per-row results back, synchronises once and reports the step's status. Nothing in a
+// step waits on the host until end_step.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "attention/attention.h"
+#include "backend/cuda/cuda_internal.h"
+#include "common/named_logger.h"
+#include "common/fp_formats.h"
+#include "elementwise/elementwise.h"
+#include "gdn/gdn.h"
+#include "norm/norm.h"
+#include "sampling/sampling.h"
+
+namespace voltserve {
+namespace cuda {
+
+Status cuda_status(cudaError_t e, const char* call, const char* file, int line) {
+  return internal_error(std::string("CUDA error ") + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") in " +
+                        call + " at " + file + ":" + std::to_string(line));
+}
+
+Status kernel_status(const kernels::KernelStatus& s, std::string_view op) {
+  std::string m = "cuda backend: " + std::string(op) + ": " + s.message + " (" + s.file + ":" + std::to_string(s.line);
+  if (s.code == kernels::KernelCode::kCudaError) {
+    m += ", error " + std::to_string(s.cuda_error);
+    if (s.cuda_error > 0 && s.cuda_error < 10000) m += std::string(" ") + cudaGetErrorName(static_cast<cudaError_t>(s.cuda_error));
+  }
+  return internal_error(m + ")");
+}
+
+DeviceMemory::~DeviceMemory() {
+  for (void* p : blocks_) cudaFree(p);
+}
+
+Result<void*> DeviceMemory::alloc(size_t bytes, std::string_view what) {
+  void* p = nullptr;
+  const size_t n = std::max<size_t>(bytes, 256);
+  const cudaError_t e = cudaMalloc(&p, n);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the (non-sticky) allocation error
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    return resource_exhausted("cuda backend: out of device memory allocating " + std::string(what) + " (" +
+                              std::to_string(n >> 20) + " MiB): " + std::to_string(bytes_ >> 20) +
+                              " MiB allocated so far, " + std::to_string(free_b >> 20) + " MiB free of " +
+                              std::to_string(total_b >> 20) +
+                              " MiB. The model does not fit with these settings: try a shorter --context, fewer "
+                              "--max-running sequences, or a smaller weight format");
+  }
+  if (cudaMemset(p, 0, n) != cudaSuccess) {
+    cudaFree(p);
+    return internal_error("cuda backend: cudaMemset of " + std::string(what) + " failed");
+  }
+  blocks_.push_back(p);
+  bytes_ += static_cast<int64_t>(n);
+  return p;
+}
+
+namespace {
+
+spdlog::logger& cuda_log() { return named_logger("cuda"); }
+
+template <class T>
+T* dptr(void* p) {
+  return static_cast<T*>(p);
+}
+
+// A pinned host buffer that grows (pinned so that the step's copies are asynchronous).
+class PinnedBuffer {
+ public:
+  ~PinnedBuffer() {
+    if (p_ != nullptr) cudaFreeHost(p_);
+  }
+  Status reserve(size_t bytes) {
+    if (bytes <= size_) return Status::ok();
+    if (p_ != nullptr) cudaFreeHost(p_);
+    p_ = nullptr;
+    size_ = 0;
+    VS_CUDA_RETURN(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault));
+    size_ = bytes;
+    return Status::ok();
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Per-op device time (CudaBackendOptions::op_timing): an event pair around each op, read after the step's sync.
+class OpTimer {
+ public:
+  ~OpTimer() {
+    for (auto& e : events_) {
+      cudaEventDestroy(e.first);
+      cudaEventDestroy(e.second);
+    }
+  }
+  struct Scope {
+    OpTimer* timer = nullptr;
+    size_t index = 0;
+    cudaStream_t stream = nullptr;
+    ~Scope() {
+      if (timer != nullptr) cudaEventRecord(timer->events_[index].second, stream);
+    }
+  };
+  Scope scope(bool on, const char* op, cudaStream_t stream) {
+    if (!on) return {};
+    if (used_ == events_.size()) {
+      std::pair<cudaEvent_t, cudaEvent_t> e{};
+      cudaEventCreate(&e.first);
+      cudaEventCreate(&e.second);
+      events_.push_back(e);
+      names_.emplace_back();
+    }
+    names_[used_] = op;
+    cudaEventRecord(events_[used_].first, stream);
+    return {this, used_++, stream};
+  }
+  // After the stream synchronised: adds this step's times to the totals.
+  void collect() {
+    for (size_t i = 0; i < used_; ++i) {
+      float ms = 0.0f;
+      if (cudaEventElapsedTime(&ms, events_[i].first, events_[i].second) == cudaSuccess) {
+        auto& t = totals_[names_[i]];
+        t.first += ms;
+        t.second += 1;
+      }
+    }
+    used_ = 0;
+    ++n_steps_;
+  }
+  void log(spdlog::logger& log) const {
+    if (n_steps_ == 0) return;
+    double total = 0.0;
+    for (const auto& [name, t] : totals_) total += t.first;
+    log.info("cuda: per-op device time over {} steps ({:.3f} ms per step in ops):", n_steps_, total / n_steps_);
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(totals_.begin(), totals_.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    for (const auto& [name, t] : rows) {
+      log.info("cuda:   {:<20} {:9.3f} ms/step {:6.1f}%  {:6.1f} launches/step", name, t.first / n_steps_,
+               total > 0 ? 100.0 * t.first / total : 0.0, static_cast<double>(t.second) / n_steps_);
+    }
+  }
+
+ private:
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events_;
+  std::vector<std::string> names_;
+  size_t used_ = 0;
+  std::map<std::string, std::pair<double, int64_t>> totals_;
+  int64_t n_steps_ = 0;
+};
+
+// "model.language_model.layers.3.mlp.gate_proj + model.language_model.layers.3.mlp.up_proj" -> "linear
+// mlp.gate_proj+up_proj": the module without its layer, so the op timer adds up all layers of one kind.
+std::string linear_label(std::string_view what) {
+  std::string out = "linear ";
+  bool first = true;
+  size_t at = 0;
+  while (at <= what.size()) {
+    size_t end = what.find(" + ", at);
+    if (end == std::string_view::npos) end = what.size();
+    std::string_view part = what.substr(at, end - at);
+    if (const size_t l = part.find("layers."); l != std::string_view::npos) {
+      const size_t dot = part.find('.', l + 7);
+      part = dot == std::string_view::npos ? part : part.substr(dot + 1);
+    }
+    if (!first) {
+      const size_t last_dot = part.rfind('.');
+      part = last_dot == std::string_view::npos ? part : part.substr(last_dot + 1);
+      out += "+";
+    }
+    out += std::string(part);
+    first = false;
+    at = end + 3;
+  }
+  return out;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  static Result<std::unique_ptr<CudaBackend>> create(const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return name_; }
+  DType activation_dtype() const override { return DType::kF16; }
+  int64_t weight_bytes() const override { return weight_bytes_; }
+  double read_gbps() const override { return report_.read_gbps; }
+
+  Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
+  Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
+  Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
+                                                         std::string_view what) override;
+  Status configure(const StepLimits& limits) override;
+  Status reset_sampling_slot(int32_t slot) override;
+  void zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) override;
+  Status begin_step(const StepBatch& batch) override;
+  Status end_step(StepResult& result) override;
+
+  void embed(const PreparedLinear& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) override;
+  void linear(const PreparedLinear& w, const Tensor& x, Tensor& out) override;
+  void swiglu(const Tensor& gate, const Tensor& up, Tensor& out) override;
+  void gather_output_rows(const Tensor& x, Tensor& out) override;
+  void gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg, const Tensor& k,
+                       const Tensor& v, KvCacheLayer& cache, Tensor& out) override;
+  void gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z, const Tensor& b,
+                 const Tensor& a, GdnStateLayer& state, Tensor& out) override;
+  Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) override;
+  void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) override;
+
+ private:
+  CudaBackend() = default;
+  void fail(Status s) {
+    if (step_status_.is_ok()) step_status_ = std::move(s);
+  }
+  bool check(const kernels::KernelStatus& s, std::string_view op) {
+    if (s.ok()) return true;
+    fail(kernel_status(s, op));
+    return false;
+  }
+  bool in_step(std::string_view op) {
+    if (in_step_) return true;
+    fail(internal_error("cuda backend: " + std::string(op) + " outside a step"));
+    return false;
+  }
+  // Scratch shared by the kernels of a step (they run one after another on the stream).
+  Status ensure_scratch(size_t bytes);
+  void linear_rows(const CudaLinear& w, const void* x, int64_t m, float* y, int64_t y_stride);
+
+  CudaBackendOptions options_;
+  OpTimer timer_;
+  std::string name_;
+  cuda::DeviceReport report_;
+  kernels::KernelFamily family_ = kernels::KernelFamily::kSm80;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cuda::DeviceMemory memory_;
+  StepLimits limits_;
+  bool configured_ = false;
+  size_t linear_ws_rows_bytes_ = 0;  // the largest M >= 17 scratch any weight wants at max_tokens
+  void* scratch_ = nullptr;
+  size_t scratch_bytes_ = 0;
+  int64_t n_weights_ = 0;
+  int64_t weight_bytes_ = 0;
+  int64_t next_progress_bytes_ = int64_t{1} << 30;
+
+  // Step buffers (device), sized by configure().
+  int32_t* d_tokens_ = nullptr;
+  kernels::SeqDesc* d_seqs_ = nullptr;
+  int32_t* d_pages_ = nullptr;
+  int32_t* d_out_rows_ = nullptr;
+  kernels::sampling::RowParams* d_row_params_ = nullptr;
+  int32_t* d_bias_ids_ = nullptr;
+  float* d_bias_values_ = nullptr;
+  int32_t* d_token_out_ = nullptr;
+  float* d_logprob_out_ = nullptr;
+  int32_t* d_top_ids_ = nullptr;
+  float* d_top_lp_ = nullptr;
+  int32_t* d_status_ = nullptr;
+  int32_t* d_nan_index_ = nullptr;
+  kernels::gdn::Commit* d_commit_ = nullptr;
+  kernels::sampling::PenaltyState penalties_;
+
+  // The current step (host side).
+  const StepBatch* batch_ = nullptr;
+  bool in_step_ = false;
+  Status step_status_;
+  int32_t max_seq_tokens_ = 0;
+  int32_t max_context_ = 0;
+  std::vector<kernels::sampling::RowParams> row_params_;
+  std::vector<int32_t> out_rows_;
+  PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
+  PinnedBuffer h_logits_;     // rows with kOutLogits
+  PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
+  int64_t n_logit_rows_ = 0;
+  int64_t n_hidden_rows_ = 0;
+  int64_t hidden_cols_ = 0;
+};
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& options) {
+  std::unique_ptr<CudaBackend> b(new CudaBackend());
+  b->options_ = options;
+  VS_ASSIGN_OR_RETURN(b->report_, cuda::probe_device(options.device, /*measure_bandwidth=*/true));
+  const int cc = b->report_.compute_capability;
+  if (options.kernel_family == "auto") {
+    b->family_ = kernels::preferred_family(cc);
+  } else if (options.kernel_family == "sm80") {
+    if (cc < 80) {
+      return invalid_argument("--kernel-family sm80 needs compute capability 8.0 or newer; " + b->report_.name +
+                              " is " + std::to_string(cc / 10) + "." + std::to_string(cc % 10));
+    }
+    b->family_ = kernels::KernelFamily::kSm80;
+  } else if (options.kernel_family == "sm70") {
+    b->family_ = kernels::KernelFamily::kSm70;
+  } else {
+    return invalid_argument("unknown kernel family '" + options.kernel_family + "' (sm70, sm80 or auto)");
+  }
+  VS_CUDA_RETURN(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
+  if (cublasCreate(&b->cublas_) != CUBLAS_STATUS_SUCCESS) return internal_error("cuda backend: cublasCreate failed");
+  b->name_ = "cuda " + b->report_.name + " (sm_" + std::to_string(cc) + ")";
+  cuda_log().info("cuda: device {} '{}', compute capability {}.{}, {} SMs, {:.1f} GiB ({:.1f} GiB free), "
+                  "measured read bandwidth {:.0f} GB/s", options.device, b->report_.name, cc / 10, cc % 10,
+                  b->report_.sm_count, static_cast<double>(b->report_.memory_total) / (1 << 30),
+                  static_cast<double>(b->report_.memory_free) / (1 << 30), b->report_.read_gbps);
+  cuda_log().info("cuda: kernel families: linear {} ({}), attention, gated delta net, norms, elementwise and "
+                  "sampling portable (one implementation, sm_70 and up)",
+                  kernels::family_name(b->family_), options.kernel_family == "auto" ? "picked for the device" : "forced");
+  return b;
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (options_.op_timing) timer_.log(cuda_log());
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+Result<Tensor> CudaBackend::alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) {
+  if (rows < 0 || cols < 0) return invalid_argument("cuda backend: " + std::string(what) + ": negative shape");
+  VS_ASSIGN_OR_RETURN(void* p, memory_.alloc(static_cast<size_t>(rows * cols) * dtype_bytes(dtype), what));
+  return Tensor{p, dtype, rows, cols, cols};
+}
+
+Result<Tensor> CudaBackend::upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) {
+  if (static_cast<int64_t>(host.size()) != rows * cols) {
+    return invalid_argument("cuda backend: " + std::string(what) + ": wrong number of values");
+  }
+  VS_ASSIGN_OR_RETURN(Tensor t, alloc(rows, cols, DType::kF32, what));
+  VS_CUDA_RETURN(cudaMemcpy(t.data, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return t;
+}
+
+Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<const kernels::HostWeightRef> parts,
+                                                                    std::string_view what) {
+  const int64_t before = memory_.bytes_allocated();
+  VS_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaLinear> lin, cuda::prepare_cuda_linear(parts, family_, memory_, what));
+  lin->label = linear_label(what);
+  ++n_weights_;
+  weight_bytes_ += memory_.bytes_allocated() - before;
+  if (weight_bytes_ >= next_progress_bytes_) {
+    cuda_log().info("cuda: weights on the device: {:.1f} GiB in {} tensors", static_cast<double>(weight_bytes_) / (1 << 30),
+                    n_weights_);
+    next_progress_bytes_ += int64_t{1} << 30;
+  }
+  return std::unique_ptr<PreparedLinear>(std::move(lin));
+}
+
+Status CudaBackend::ensure_scratch(size_t bytes) {
+  if (bytes <= scratch_bytes_) return Status::ok();
+  VS_ASSIGN_OR_RETURN(scratch_, memory_.alloc(bytes, "kernel scratch"));
+  scratch_bytes_ = bytes;
+  return Status::ok();
+}
+
+Status CudaBackend::configure(const StepLimits& limits) {
+  if (configured_) return internal_error("cuda backend: configure called twice");
+  if (limits.max_tokens < 1 || limits.max_seqs < 1 || limits.vocab_size < 1 || limits.n_slots < 1) {
+    return invalid_argument("cuda backend: step limits need max_tokens, max_seqs, vocab_size and n_slots >= 1");
+  }
+  limits_ = limits;
+  const int32_t T = limits.max_tokens;
+  auto take = [&](auto*& p, size_t count, const char* what) -> Status {
+    using T0 = std::remove_pointer_t<std::remove_reference_t<decltype(p)>>;
+    VS_ASSIGN_OR_RETURN(void* d, memory_.alloc(std::max<size_t>(count, 1) * sizeof(T0), what));
+    p = static_cast<T0*>(d);
+    return Status::ok();
+  };
+  VS_RETURN_IF_ERROR(take(d_tokens_, static_cast<size_t>(T), "step tokens"));
+  VS_RETURN_IF_ERROR(take(d_seqs_, static_cast<size_t>(limits.max_seqs), "step sequences"));
+  VS_RETURN_IF_ERROR(take(d_pages_, static_cast<size_t>(limits.max_page_refs), "step page table"));
+  VS_RETURN_IF_ERROR(take(d_out_rows_, static_cast<size_t>(T), "step output rows"));
+  VS_RETURN_IF_ERROR(take(d_row_params_, static_cast<size_t>(T), "step sampling parameters"));
+  VS_RETURN_IF_ERROR(take(d_bias_ids_, static_cast<size_t>(limits.max_bias), "step logit_bias ids"));
+  VS_RETURN_IF_ERROR(take(d_bias_values_, static_cast<size_t>(limits.max_bias), "step logit_bias values"));
+  VS_RETURN_IF_ERROR(take(d_token_out_, static_cast<size_t>(T), "sampled tokens"));
+  VS_RETURN_IF_ERROR(take(d_logprob_out_, static_cast<size_t>(T), "logprobs"));
+  VS_RETURN_IF_ERROR(take(d_top_ids_, static_cast<size_t>(T) * kernels::sampling::kMaxTopLogprobs, "top ids"));
+  VS_RETURN_IF_ERROR(take(d_top_lp_, static_cast<size_t>(T) * kernels::sampling::kMaxTopLogprobs, "top logprobs"));
+  VS_RETURN_IF_ERROR(take(d_status_, static_cast<size_t>(T), "row status"));
+  VS_RETURN_IF_ERROR(take(d_nan_index_, static_cast<size_t>(T), "row NaN index"));
+  VS_RETURN_IF_ERROR(take(d_commit_, 1, "GDN commit"));
+  penalties_.vocab = limits.vocab_size;
+  penalties_.n_slots = limits.n_slots;
+  VS_RETURN_IF_ERROR(take(penalties_.counts, static_cast<size_t>(limits.n_slots) * limits.vocab_size, "penalty counts"));
+  VS_RETURN_IF_ERROR(take(penalties_.prompt_bits, static_cast<size_t>(limits.n_slots) * penalties_.words(),
+                          "penalty prompt bits"));
+  VS_RETURN_IF_ERROR(h_results_.reserve(static_cast<size_t>(T) * (4 + 4 + 4 + 4 + 8 * kernels::sampling::kMaxTopLogprobs)));
+  configured_ = true;
+  cuda_log().info("cuda: {} weight tensors, {:.2f} GiB on the device after the caches and workspace",
+                  n_weights_, static_cast<double>(memory_.bytes_allocated()) / (1 << 30));
+  return Status::ok();
+}
+
+Status CudaBackend::reset_sampling_slot(int32_t slot) {
+  if (slot < 0 || slot >= limits_.n_slots) return out_of_range("cuda backend: sampling slot " + std::to_string(slot));
+  const kernels::KernelStatus s = kernels::sampling::reset_penalties(penalties_, slot, stream_);
+  if (!s.ok()) return kernel_status(s, "reset_penalties");
+  return Status::ok();
+}
+
+void CudaBackend::zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) {
+  const size_t elem = dtype_bytes(t.dtype);
+  if (row_end <= row_begin) return;
+  cudaError_t e = cudaSuccess;
+  if (t.stride == t.cols) {
+    e = cudaMemsetAsync(static_cast<char*>(t.data) + static_cast<size_t>(row_begin * t.stride) * elem, 0,
+                        static_cast<size_t>((row_end - row_begin) * t.cols) * elem, stream_);
+  } else {
+    e = cudaMemset2DAsync(static_cast<char*>(t.data) + static_cast<size_t>(row_begin * t.stride) * elem,
+                          static_cast<size_t>(t.stride) * elem, 0, static_cast<size_t>(t.cols) * elem,
+                          static_cast<size_t>(row_end - row_begin), stream_);
+  }
+  if (e != cudaSuccess) fail(cuda::cuda_status(e, "cudaMemsetAsync (zero_rows)", __FILE__, __LINE__));
+}
+
+Status CudaBackend::begin_step(const StepBatch& batch) {
+  if (!configured_) return internal_error("cuda backend: begin_step before configure");
+  step_status_ = Status::ok();
+  const auto n_out = static_cast<int32_t>(batch.outputs.size());
+  if (batch.n_tokens() > limits_.max_tokens || static_cast<int32_t>(batch.seqs.size()) > limits_.max_seqs ||
+      static_cast<int32_t>(batch.page_table.size()) > limits_.max_page_refs ||
+      static_cast<int32_t>(batch.bias_ids.size()) > limits_.max_bias || n_out > limits_.max_tokens) {
+    return internal_error("cuda backend: the step exceeds the configured limits");
+  }
+  batch_ = &batch;
+  in_step_ = true;
+  max_seq_tokens_ = 0;
+  max_context_ = 0;
+  for (const kernels::SeqDesc& s : batch.seqs) {
+    max_seq_tokens_ = std::max(max_seq_tokens_, s.n_tokens);
+    max_context_ = std::max(max_context_, s.n_past + s.n_tokens);
+  }
+  // Each output row's sampling parameters with its sequence's slot, and the rows themselves.
+  row_params_.resize(static_cast<size_t>(n_out));
+  out_rows_.resize(static_cast<size_t>(n_out));
+  n_logit_rows_ = 0;
+  n_hidden_rows_ = 0;
+  for (int32_t i = 0; i < n_out; ++i) {
+    const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
+    kernels::sampling::RowParams p = o.sampling;
+    p.flags = ((o.flags & kOutSample) ? kernels::sampling::kSample : 0u) |
+              ((o.flags & kOutLogprobs) ? kernels::sampling::kLogprobs : 0u);
+    p.slot = -1;
+    for (const kernels::SeqDesc& s : batch.seqs) {
+      if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens) p.slot = s.slot;
+    }
+    row_params_[static_cast<size_t>(i)] = p;
+    out_rows_[static_cast<size_t>(i)] = o.row;
+    n_logit_rows_ += (o.flags & kOutLogits) ? 1 : 0;
+    n_hidden_rows_ += (o.flags & kOutHidden) ? 1 : 0;
+  }
+  auto up = [&](void* dst, const void* src, size_t bytes) -> Status {
+    if (bytes == 0) return Status::ok();
+    VS_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+    return Status::ok();
+  };
+  // The host vectors outlive the copies: the step's owner keeps them until end_step synchronises.
+  VS_RETURN_IF_ERROR(up(d_tokens_, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t)));
+  VS_RETURN_IF_ERROR(up(d_seqs_, batch.seqs.data(), batch.seqs.size() * sizeof(kernels::SeqDesc)));
+  VS_RETURN_IF_ERROR(up(d_pages_, batch.page_table.data(), batch.page_table.size() * sizeof(int32_t)));
+  VS_RETURN_IF_ERROR(up(d_out_rows_, out_rows_.data(), out_rows_.size() * sizeof(int32_t)));
+  VS_RETURN_IF_ERROR(up(d_row_params_, row_params_.data(), row_params_.size() * sizeof(kernels::sampling::RowParams)));
+  VS_RETURN_IF_ERROR(up(d_bias_ids_, batch.bias_ids.data(), batch.bias_ids.size() * sizeof(int32_t)));
+  VS_RETURN_IF_ERROR(up(d_bias_values_, batch.bias_values.data(), batch.bias_values.size() * sizeof(float)));
+  if (!batch.seqs.empty()) {
+    const kernels::KernelStatus s = kernels::sampling::update_penalties(
+        penalties_, d_tokens_, d_seqs_, static_cast<int32_t>(batch.seqs.size()), batch.n_tokens(), stream_);
+    if (!s.ok()) return kernel_status(s, "update_penalties");
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::end_step(StepResult& result) {
+  result.clear();
+  const auto n_out = static_cast<int32_t>(batch_ != nullptr ? batch_->outputs.size() : 0);
+  constexpr int32_t kTop = kernels::sampling::kMaxTopLogprobs;
+  int32_t* h_token = h_results_.as<int32_t>();
+  float* h_logprob = reinterpret_cast<float*>(h_token + limits_.max_tokens);
+  int32_t* h_status = reinterpret_cast<int32_t*>(h_logprob + limits_.max_tokens);
+  int32_t* h_nan = h_status + limits_.max_tokens;
+  int32_t* h_top_ids = h_nan + limits_.max_tokens;
+  float* h_top_lp = reinterpret_cast<float*>(h_top_ids + static_cast<size_t>(limits_.max_tokens) * kTop);
+  if (n_out > 0 && step_status_.is_ok()) {
+    const auto n = static_cast<size_t>(n_out);
+    cudaMemcpyAsync(h_token, d_token_out_, n * 4, cudaMemcpyDeviceToHost, stream_);
+    cudaMemcpyAsync(h_logprob, d_logprob_out_, n * 4, cudaMemcpyDeviceToHost, stream_);
+    cudaMemcpyAsync(h_status, d_status_, n * 4, cudaMemcpyDeviceToHost, stream_);
+    cudaMemcpyAsync(h_nan, d_nan_index_, n * 4, cudaMemcpyDeviceToHost, stream_);
+    cudaMemcpyAsync(h_top_ids, d_top_ids_, n * kTop * 4, cudaMemcpyDeviceToHost, stream_);
+    cudaMemcpyAsync(h_top_lp, d_top_lp_, n * kTop * 4, cudaMemcpyDeviceToHost, stream_);
+  }
+  const cudaError_t sync = cudaStreamSynchronize(stream_);
+  const cudaError_t last = cudaGetLastError();
+  if (options_.op_timing) timer_.collect();
+  in_step_ = false;
+  Status s = std::move(step_status_);
+  step_status_ = Status::ok();
+  if (s.is_ok() && sync != cudaSuccess) s = cuda::cuda_status(sync, "cudaStreamSynchronize (end of step)", __FILE__, __LINE__);
+  if (s.is_ok() && last != cudaSuccess) s = cuda::cuda_status(last, "a kernel of the step", __FILE__, __LINE__);
+  if (!s.is_ok() || batch_ == nullptr) {
+    batch_ = nullptr;
+    return s;
+  }
+  result.rows.resize(static_cast<size_t>(n_out));
+  for (int32_t i = 0; i < n_out; ++i) {
+    const OutputRow& o = batch_->outputs[static_cast<size_t>(i)];
+    RowResult& r = result.rows[static_cast<size_t>(i)];
+    if (o.flags & kOutSample) {
+      r.token = h_token[i];
+      r.status = h_status[i];
+      r.nan_index = h_nan[i];
+      if ((o.flags & kOutLogprobs) && r.status == kernels::sampling::kRowOk) {
+        r.logprob = h_logprob[i];
+        const int32_t n_top = std::clamp(o.sampling.n_top_logprobs, 0, kTop);
+        for (int32_t t = 0; t < n_top; ++t) r.top.emplace_back(h_top_ids[i * kTop + t], h_top_lp[i * kTop + t]);
+      }
+    }
+  }
+  if (n_logit_rows_ > 0) {
+    const float* l = h_logits_.as<float>();
+    result.logits.assign(l, l + n_logit_rows_ * limits_.vocab_size);
+  }
+  if (n_hidden_rows_ > 0) {
+    const uint16_t* h = h_hidden_.as<uint16_t>();
+    result.hidden.resize(static_cast<size_t>(n_hidden_rows_ * hidden_cols_));
+    for (size_t i = 0; i < result.hidden.size(); ++i) result.hidden[i] = fp::f16_to_float(h[i]);
+  }
+  batch_ = nullptr;
+  return Status::ok();
+}
+
+void CudaBackend::embed(const PreparedLinear& table, Tensor& out) {
+  if (!in_step("embed")) return;
+  const auto timed = timer_.scope(options_.op_timing, "embed", stream_);
+  const auto& t = static_cast<const cuda::CudaLinear&>(table);
+  if (t.segments().size() != 1 || t.segments()[0].view.format != WeightFormat::kDense) {
+    fail(internal_error("cuda backend: the embedding table must be one dense weight"));
+    return;
+  }
+  kernels::elementwise::EmbedArgs a;
+  a.table = t.segments()[0].view.codes;
+  a.table_dtype = DType::kF16;
+  a.hidden = t.k();
+  a.ids = d_tokens_;
+  a.n_rows = batch_->n_tokens();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.stream = stream_;
+  check(kernels::elementwise::embed(a), "embed");
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  if (!in_step("rms_norm")) return;
+  const auto timed = timer_.scope(options_.op_timing, "rms_norm", stream_);
+  kernels::norm::RmsNormArgs a;
+  a.x = x.f32();
+  a.x_stride = x.stride;
+  a.weight = w.empty() ? nullptr : w.f32();
+  a.out = out.data;
+  a.out_stride = out.stride;
+  a.out_dtype = out.dtype;
+  a.n_rows = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(x.cols);
+  a.eps = eps;
+  a.stream = stream_;
+  check(kernels::norm::rms_norm(a), "rms_norm");
+}
+
+void CudaBackend::rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
+  if (!in_step("rms_norm_residual")) return;
+  const auto timed = timer_.scope(options_.op_timing, "rms_norm_residual", stream_);
+  kernels::norm::RmsNormArgs a;
+  a.x = x.f32();
+  a.x_stride = x.stride;
+  a.residual = residual.f32();
+  a.residual_stride = residual.stride;
+  a.weight = w.empty() ? nullptr : w.f32();
+  a.out = out.data;
+  a.out_stride = out.stride;
+  a.out_dtype = out.dtype;
+  a.n_rows = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(x.cols);
+  a.eps = eps;
+  a.stream = stream_;
+  check(kernels::norm::rms_norm(a), "rms_norm_residual");
+}
+
+void CudaBackend::linear_rows(const cuda::CudaLinear& w, const void* x, int64_t m, float* y, int64_t y_stride) {
+  const size_t ws = w.workspace_bytes(m);
+  if (ws > scratch_bytes_) {
+    if (Status s = ensure_scratch(ws); !s.is_ok()) {
+      fail(std::move(s));
+      return;
+    }
+  }
+  for (const cuda::CudaLinear::Segment& seg : w.segments()) {
+    kernels::LinearArgs a;
+    a.x = x;
+    a.m = m;
+    a.y = y + seg.n0;
+    a.y_stride = y_stride;
+    a.y_f32 = true;
+    a.workspace = scratch_;
+    a.workspace_bytes = scratch_bytes_;
+    a.cublas_handle = cublas_;
+    a.stream = stream_;
+    if (!check(kernels::linear_forward(seg.view, a), "linear")) return;
+  }
+}
+
+void CudaBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& out) {
+  if (!in_step("linear")) return;
+  const auto& w = static_cast<const cuda::CudaLinear&>(weight);
+  const auto timed = timer_.scope(options_.op_timing, w.label.c_str(), stream_);
+  if (x.dtype != DType::kF16 || x.stride != x.cols || x.cols != w.k() || out.dtype != DType::kF32 ||
+      out.cols != w.n()) {
+    fail(internal_error("cuda backend: linear [" + std::to_string(w.n()) + ", " + std::to_string(w.k()) +
+                        "] needs contiguous fp16 x with k columns and fp32 out with n columns"));
+    return;
+  }
+  if (x.rows == 0) return;
+  linear_rows(w, x.data, x.rows, out.f32(), out.stride);
+}
+
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
+  if (!in_step("swiglu")) return;
+  const auto timed = timer_.scope(options_.op_timing, "swiglu", stream_);
+  kernels::elementwise::SwigluArgs a;
+  a.gate = gate.f32();
+  a.gate_stride = gate.stride;
+  a.up = up.f32();
+  a.up_stride = up.stride;
+  a.out = out.data;
+  a.out_stride = out.stride;
+  a.out_dtype = out.dtype;
+  a.n_rows = static_cast<int32_t>(gate.rows);
+  a.n = static_cast<int32_t>(gate.cols);
+  a.stream = stream_;
+  check(kernels::elementwise::swiglu(a), "swiglu");
+}
+
+void CudaBackend::gather_output_rows(const Tensor& x, Tensor& out) {
+  if (!in_step("gather_output_rows")) return;
+  const auto timed = timer_.scope(options_.op_timing, "gather_output_rows", stream_);
+  kernels::elementwise::GatherArgs a;
+  a.x = x.data;
+  a.x_stride = x.stride;
+  a.rows = d_out_rows_;
+  a.out = out.data;
+  a.out_stride = out.stride;
+  a.dtype = x.dtype;
+  a.n_rows = static_cast<int32_t>(batch_->outputs.size());
+  a.n = static_cast<int32_t>(x.cols);
+  a.stream = stream_;
+  check(kernels::elementwise::gather_rows(a), "gather_output_rows");
+}
+
+void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg,
+                                  const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) {
+  if (!in_step("gated_attention")) return;
+  const auto timed = timer_.scope(options_.op_timing, "gated_attention", stream_);
+  kernels::attention::Params kp;
+  kp.n_heads = p.n_heads;
+  kp.n_kv_heads = p.n_kv_heads;
+  kp.head_dim = p.head_dim;
+  kp.rotary_dim = p.rotary_dim;
+  kp.rope_theta = p.rope_theta;
+  kp.rms_norm_eps = p.rms_norm_eps;
+  kp.page_size = p.page_size;
+  const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
+  const size_t ws = kernels::attention::workspace_bytes(kp, batch_->n_tokens(), n_seqs, max_seq_tokens_, max_context_);
+  if (ws > scratch_bytes_) {
+    if (Status s = ensure_scratch(ws); !s.is_ok()) return fail(std::move(s));
+  }
+  kernels::attention::DeviceArgs a;
+  a.qg = qg.f32();
+  a.qg_stride = qg.stride;
+  a.k = k.f32();
+  a.k_stride = k.stride;
+  a.v = v.f32();
+  a.v_stride = v.stride;
+  a.q_norm = w.q_norm.f32();
+  a.k_norm = w.k_norm.f32();
+  a.k_cache = cache.k.data;
+  a.v_cache = cache.v.data;
+  a.cache_dtype = cache.k.dtype;
+  a.seqs = d_seqs_;
+  a.n_seqs = n_seqs;
+  a.page_table = d_pages_;
+  a.out = out.data;
+  a.out_stride = out.stride;
+  a.out_dtype = out.dtype;
+  a.n_rows = batch_->n_tokens();
+  a.max_seq_tokens = max_seq_tokens_;
+  a.max_context = max_context_;
+  a.workspace = scratch_;
+  a.workspace_bytes = scratch_bytes_;
+  a.stream = stream_;
+  check(kernels::attention::gated_attention(kp, a), "gated_attention");
+}
+
+kernels::gdn::Params kernel_gdn_params(const GdnParams& p) {
+  kernels::gdn::Params k;
+  k.n_k_heads = p.n_k_heads;
+  k.n_v_heads = p.n_v_heads;
+  k.head_k_dim = p.head_k_dim;
+  k.head_v_dim = p.head_v_dim;
+  k.conv_kernel = p.conv_kernel;
+  k.rms_norm_eps = p.rms_norm_eps;
+  return k;
+}
+
+kernels::gdn::State kernel_gdn_state(const GdnStateLayer& s) {
+  kernels::gdn::State k;
+  k.conv = s.conv.f32();
+  k.recurrent = s.recurrent.f32();
+  if (!s.recurrent_ckpt.empty() && s.recurrent.rows > 0) {
+    k.conv_ckpt = s.conv_ckpt.f32();
+    k.recurrent_ckpt = s.recurrent_ckpt.f32();
+    k.max_ckpt_tokens = static_cast<int32_t>(s.recurrent_ckpt.rows / s.recurrent.rows);
+  }
+  return k;
+}
+
+void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
+                            const Tensor& b, const Tensor& a_in, GdnStateLayer& state, Tensor& out) {
+  if (!in_step("gdn_layer")) return;
+  const auto timed = timer_.scope(options_.op_timing, "gdn_layer", stream_);
+  const kernels::gdn::Params kp = kernel_gdn_params(p);
+  const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
+  const kernels::gdn::State ks = kernel_gdn_state(state);
+  for (const kernels::SeqDesc& s : batch_->seqs) {
+    if (s.ckpt >= 0 && (ks.max_ckpt_tokens == 0 || s.n_tokens > ks.max_ckpt_tokens)) {
+      return fail(internal_error("cuda backend: a verify item of " + std::to_string(s.n_tokens) + " tokens but " +
+                                 std::to_string(ks.max_ckpt_tokens) + " checkpoint rows per slot"));
+    }
+  }
+  const size_t ws = kernels::gdn::workspace_bytes(kp, batch_->n_tokens(), n_seqs, max_seq_tokens_);
+  if (ws > scratch_bytes_) {
+    if (Status s = ensure_scratch(ws); !s.is_ok()) return fail(std::move(s));
+  }
+  kernels::gdn::DeviceArgs a;
+  a.qkv = qkv.f32();
+  a.qkv_stride = qkv.stride;
+  a.z = z.f32();
+  a.z_stride = z.stride;
+  a.b = b.f32();
+  a.b_stride = b.stride;
+  a.a = a_in.f32();
+  a.a_stride = a_in.stride;
+  a.w.conv = w.conv.f32();
+  a.w.a_log = w.a_log.f32();
+  a.w.dt_bias = w.dt_bias.f32();
+  a.w.norm_weight = w.norm_weight.f32();
+  a.state = ks;
+  a.seqs = d_seqs_;
+  a.n_seqs = n_seqs;
+  a.out = out.data;
+  a.out_stride = out.stride;
+  a.out_dtype = out.dtype;
+  a.mode = kernels::gdn::Mode::kAuto;
+  a.n_rows = batch_->n_tokens();
+  a.max_seq_tokens = max_seq_tokens_;
+  a.workspace = scratch_;
+  a.workspace_bytes = scratch_bytes_;
+  a.stream = stream_;
+  check(kernels::gdn::gdn_forward(kp, a), "gdn_layer");
+}
+
+Status CudaBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) {
+  const kernels::gdn::State ks = kernel_gdn_state(state);
+  if (ks.max_ckpt_tokens == 0 || index < 0 || index >= ks.max_ckpt_tokens || slot < 0 || slot >= state.recurrent.rows) {
+    return internal_error("cuda backend: gdn_commit of checkpoint " + std::to_string(index) + " in slot " +
+                          std::to_string(slot));
+  }
+  const kernels::gdn::Commit c{slot, slot, index};
+  VS_CUDA_RETURN(cudaMemcpyAsync(d_commit_, &c, sizeof(c), cudaMemcpyHostToDevice, stream_));
+  const kernels::KernelStatus s = kernels::gdn::commit(kernel_gdn_params(p), ks, d_commit_, 1, stream_);
+  if (!s.ok()) return kernel_status(s, "gdn_commit");
+  // The host value `c` must outlive the copy.
+  VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hidden, Tensor& logits_ws) {
+  if (!in_step("lm_head_outputs")) return;
+  const auto timed = timer_.scope(options_.op_timing, "lm_head_outputs", stream_);
+  const auto& head = static_cast<const cuda::CudaLinear&>(head_w);
+  const auto& outputs = batch_->outputs;
+  const auto n_out = static_cast<int64_t>(outputs.size());
+  const int64_t vocab = head.n();
+  const int64_t chunk = logits_ws.rows;
+  if (n_logit_rows_ > 0) {
+    if (Status s = h_logits_.reserve(static_cast<size_t>(n_logit_rows_ * vocab) * sizeof(float)); !s.is_ok()) {
+      return fail(std::move(s));
+    }
+  }
+  if (n_hidden_rows_ > 0) {
+    hidden_cols_ = hidden.cols;
+    if (Status s = h_hidden_.reserve(static_cast<size_t>(n_hidden_rows_ * hidden.cols) * dtype_bytes(hidden.dtype));
+        !s.is_ok()) {
+      return fail(std::move(s));
+    }
+  }
+  const size_t sample_ws = kernels::sampling::workspace_bytes(static_cast<int32_t>(chunk), limits_.n_vocab_real);
+  if (sample_ws > scratch_bytes_) {
+    if (Status s = ensure_scratch(sample_ws); !s.is_ok()) return fail(std::move(s));
+  }
+  int64_t logit_row = 0, hidden_row = 0;
+  const size_t elem = dtype_bytes(hidden.dtype);
+  for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
+    const int64_t nr = std::min(chunk, n_out - r0);
+    const void* x = static_cast<const char*>(hidden.data) + static_cast<size_t>(r0 * hidden.stride) * elem;
+    linear_rows(head, x, nr, logits_ws.f32(), logits_ws.stride);
+    if (!step_status_.is_ok()) return;
+    bool any_sample = false;
+    for (int64_t i = 0; i < nr; ++i) any_sample |= (outputs[static_cast<size_t>(r0 + i)].flags & kOutSample) != 0;
+    if (any_sample) {
+      kernels::sampling::DeviceArgs a;
+      a.logits = logits_ws.f32();
+      a.logits_stride = logits_ws.stride;
+      a.n_rows = static_cast<int32_t>(nr);
+      a.n_vocab_real = std::min<int32_t>(limits_.n_vocab_real, static_cast<int32_t>(vocab));
+      a.rows = d_row_params_ + r0;
+      a.bias_ids = d_bias_ids_;
+      a.bias_values = d_bias_values_;
+      a.penalties = penalties_;
+      a.out.token = d_token_out_ + r0;
+      a.out.logprob = d_logprob_out_ + r0;
+      a.out.top_ids = d_top_ids_ + r0 * kernels::sampling::kMaxTopLogprobs;
+      a.out.top_logprobs = d_top_lp_ + r0 * kernels::sampling::kMaxTopLogprobs;
+      a.out.status = d_status_ + r0;
+      a.out.nan_index = d_nan_index_ + r0;
+      a.workspace = scratch_;
+      a.workspace_bytes = scratch_bytes_;
+      a.stream = stream_;
+      if (!check(kernels::sampling::sample(a), "sample")) return;
+    }
+    for (int64_t i = 0; i < nr; ++i) {
+      const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
+      cudaError_t e = cudaSuccess;
+      if (o.flags & kOutLogits) {
+        e = cudaMemcpyAsync(h_logits_.as<float>() + logit_row * vocab, logits_ws.f32_row(i),
+                            static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_);
+        ++logit_row;
+      }
+      if (e == cudaSuccess && (o.flags & kOutHidden)) {
+        e = cudaMemcpyAsync(h_hidden_.as<char>() + static_cast<size_t>(hidden_row * hidden.cols) * elem,
+                            static_cast<const char*>(hidden.data) + static_cast<size_t>((r0 + i) * hidden.stride) * elem,
+                            static_cast<size_t>(hidden.cols) * elem, cudaMemcpyDeviceToHost, stream_);
+        ++hidden_row;
+      }
+      if (e != cudaSuccess) return fail(cuda::cuda_status(e, "cudaMemcpyAsync (step outputs)", __FILE__, __LINE__));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+
+bool cuda_backend_available(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    if (why != nullptr) {
+      *why = e != cudaSuccess ? std::string("no CUDA device usable: ") + cudaGetErrorString(e) : "no CUDA device visible";
+    }
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& options) {
+  VS_ASSIGN_OR_RETURN(auto b, cuda::CudaBackend::create(options));
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+}  // namespace voltserve
