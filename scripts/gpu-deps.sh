@@ -120,7 +120,11 @@ unpack() {
       echo "gpu-deps: the machine has no $lib; using the carried one"
     fi
   done
-  install_wheels "$prefix/site"
+  # The build does not need the wheels: a Python they do not fit costs the e2e suites only, so go on.
+  if ! install_wheels "$prefix/site"; then
+    echo "gpu-deps: WARNING: the CPython 3.12 wheels do not install for $("${PYTHON:-python3}" --version 2>&1);" \
+         "the e2e suites that need the openai SDK will fail" >&2
+  fi
   cat >"$prefix/env.sh" <<EOF
 # Written by scripts/gpu-deps.sh unpack: the build and test environment over the unpacked prefix.
 export VOLTSERVE_DEPS_PREFIX=$prefix
@@ -139,17 +143,14 @@ install_wheels() {
   if "${PYTHON:-python3}" -m pip --version >/dev/null 2>&1; then
     PIP_ROOT_USER_ACTION=ignore PIP_BREAK_SYSTEM_PACKAGES=1 "${PYTHON:-python3}" -m pip install -q \
       --disable-pip-version-check --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$target" \
-      "$deps"/wheels/*.whl
+      "$deps"/wheels/*.whl || return 1
   else
     # No pip: these wheels need no build step, so extracting them is an install (without entry-point scripts).
-    "${PYTHON:-python3}" - "$target" "$deps"/wheels/*.whl <<'PY'
-import sys, zipfile
-for whl in sys.argv[2:]:
-    zipfile.ZipFile(whl).extractall(sys.argv[1])
-PY
+    "${PYTHON:-python3}" -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
+      "$target" "$deps"/wheels/*.whl || return 1
   fi
   PYTHONPATH=$target "${PYTHON:-python3}" -c 'import openai, pydantic_core, jiter' ||
-    { echo "gpu-deps: the openai SDK does not import from $target" >&2; exit 1; }
+    { echo "gpu-deps: the openai SDK does not import from $target" >&2; return 1; }
 }
 
 case "${1:-fetch}" in
