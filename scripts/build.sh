@@ -9,5 +9,13 @@ args=(-G Ninja -DCMAKE_BUILD_TYPE=Release)
 if [ "${CI:-}" = "true" ]; then
   args+=(-DVOLTSERVE_WERROR=ON -DVOLTSERVE_CUDA_ARCHITECTURES=80)
 fi
+# scripts/test.sh reads the times of both parts from VOLTSERVE_TIMES_FILE.
+times=${VOLTSERVE_TIMES_FILE:-/dev/null}
+t=$SECONDS
 cmake -S . -B "$BUILD_DIR" "${args[@]}" "$@" >/dev/null
+echo "configure $((SECONDS - t))" >>"$times"
+echo "build: configured $BUILD_DIR in $((SECONDS - t)) s"
+t=$SECONDS
 cmake --build "$BUILD_DIR" -j"$(nproc)"
+echo "build $((SECONDS - t))" >>"$times"
+echo "build: built in $((SECONDS - t)) s"

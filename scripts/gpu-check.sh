@@ -1,71 +1,231 @@
 #!/usr/bin/env bash
-# One command on a GPU machine: uses an existing CUDA build (VOLTSERVE_BUILD_DIR, build-kern or build, as long as
-# it holds the GPU test binaries and bench_linear) or configures and builds build-gpu for this GPU, then runs
-# every [gpu] Catch2 test found in the build, the linear benchmark and the other kernel benchmarks (bench_norm,
-# bench_elementwise, ...), writes the logs to $OUT (or <build>/gpu-check/) and prints a short table last. Exit
-# status: non-zero if any test failed.
+# One call on the GPU machine: unpacks the carried gpu-deps/ (scripts/gpu-deps.sh), builds build-gpu from source
+# with all cores for this GPU, then runs every [gpu] Catch2 test, the e2e suites (ctest -L e2e, a voltserve started
+# here) and bench/gpu-benches.txt; --tests-only / --bench-only. Logs to $OUT; times and a short table last.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root"
-build=""
-for d in ${VOLTSERVE_BUILD_DIR:-} build-kern build; do
-  if [ -x "$d/tests/kernels/test_kernels_linear_gpu" ] && [ -x "$d/bench_linear" ]; then build=$d; break; fi
-done
-if [ -z "$build" ]; then
-  build=build-gpu
-  echo "gpu-check: no CUDA build found; building $build for this GPU"
-  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLTSERVE_CUDA=ON \
-    -DVOLTSERVE_CUDA_ARCHITECTURES=native >/dev/null || exit 1
-  cmake --build "$build" -j"$(nproc)" || exit 1
-fi
-logs=${OUT:-$build/gpu-check}
-mkdir -p "$logs"
-echo "gpu-check: build $build, logs in $logs"
-nvidia-smi -L || { echo "gpu-check: no GPU visible (nvidia-smi -L failed)"; exit 1; }
+cd "$root" || exit 1
 
-# cuBLAS is linked dynamically: find libcublas if the loader does not.
-if ldd "$build/bench_linear" | grep -q "not found"; then
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+run_tests=1
+run_bench=1
+case "${1:-}" in
+  "") ;;
+  --tests-only) run_bench=0 ;;
+  --bench-only) run_tests=0 ;;
+  *) echo "usage: scripts/gpu-check.sh [--tests-only | --bench-only]" >&2; exit 2 ;;
+esac
+build=${VOLTSERVE_BUILD_DIR:-build-gpu}
+case "$build" in /*) ;; *) build=$root/$build ;; esac
+# $OUT returns at most 8 files: per-binary logs stay in $work, $OUT gets one log per part (build, gpu-tests, e2e,
+# bench, summary) plus what a benchmark writes there itself (bench_linear.tsv).
+work=$build/gpu-check
+logs=${OUT:-$work}
+mkdir -p "$work" "$logs"
+jobs=$(nproc)
+status=0
+t_all=$SECONDS
+times=()
+note() { echo "gpu-check: [$(date -u +%H:%M:%S)] $*"; }
+took() { times+=("$(printf '%-10s %5d s   %s' "$1" "$((SECONDS - $2))" "$3")"); }
+finish() {
+  took total "$t_all" "$([ $status -eq 0 ] && echo ok || echo FAILED)"
+  {
+    echo
+    echo "== times (build $build, $jobs cores, logs in $logs) =="
+    printf '%s\n' "${times[@]}"
+  } | tee -a "$logs/summary.txt"
+  exit $status
+}
+
+# --- dependencies: the carried .debs and wheels, or packages already installed (a dev machine) ---
+t=$SECONDS
+prefix=${VOLTSERVE_GPU_DEPS_PREFIX:-/tmp/vsdeps}
+if [ -f gpu-deps/MANIFEST ]; then
+  if ! scripts/gpu-deps.sh unpack "$prefix" >"$logs/build.log" 2>&1; then
+    cat "$logs/build.log"; note "FAIL: scripts/gpu-deps.sh unpack"; exit 1
+  fi
+  # shellcheck source=/dev/null
+  . "$prefix/env.sh"
+elif ! pkg-config --exists libpcre2-8 libutf8proc cpp-httplib 2>/dev/null; then
+  note "FAIL: no gpu-deps/ here and the build's packages are missing: run scripts/gpu-deps.sh on the dev machine"
+  note "and pass carry: [\"gpu-deps\"] to the run"
+  exit 1
+fi
+# cmake and ninja come from the PyTorch venv there: on PATH, in the venv's bin, or inside the pip packages.
+find_tool() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  local dir
+  for dir in "$(python3 -c 'import sys; print(sys.prefix)' 2>/dev/null)/bin" \
+             "$(python3 -c 'import cmake; print(cmake.CMAKE_BIN_DIR)' 2>/dev/null)" \
+             "$(python3 -c 'import ninja; print(ninja.BIN_DIR)' 2>/dev/null)"; do
+    if [ -x "$dir/$1" ]; then export PATH="$dir:$PATH"; return 0; fi
+  done
+  return 1
+}
+for tool in cmake ninja pkg-config; do
+  find_tool "$tool" || { note "FAIL: no $tool on this machine"; exit 1; }
+done
+took deps "$t" "$(cmake --version | head -1), ninja $(ninja --version)"
+
+# --- configure + build ---
+if ! nvidia-smi -L >"$work/gpus.txt" 2>&1; then
+  cat "$work/gpus.txt"; note "FAIL: no GPU visible (nvidia-smi -L)"; exit 1
+fi
+cat "$work/gpus.txt"
+# The one architecture of this GPU (e.g. 9.0 -> 90): a fraction of the default list's compile time.
+arch=${VOLTSERVE_GPU_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1)}
+arch=$(tr -d ' .' <<<"$arch")
+arch=${arch:-native}
+python=$(command -v python3)
+t=$SECONDS
+note "configure $build (CUDA $arch, $python)"
+if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVOLTSERVE_CUDA=ON \
+     -DVOLTSERVE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="${CUDACXX:-/usr/local/cuda/bin/nvcc}" \
+     -DPython3_EXECUTABLE="$python" -DVOLTSERVE_PYTHON3="$python" >>"$logs/build.log" 2>&1; then
+  tail -40 "$logs/build.log"; note "FAIL: configure (log: $logs/build.log)"
+  status=1; took configure "$t" FAILED; finish
+fi
+took configure "$t" "CUDA architectures $arch"
+t=$SECONDS
+note "build (-j$jobs)"
+if ! cmake --build "$build" -j"$jobs" >>"$logs/build.log" 2>&1; then
+  grep -E 'error|FAILED' "$logs/build.log" | head -40; note "FAIL: build (log: $logs/build.log)"
+  status=1; took build "$t" FAILED; finish
+fi
+took build "$t" "$(grep -c '^\[' "$logs/build.log") steps"
+export VOLTSERVE_SOURCE_DIR=$root VOLTSERVE_BINARY_DIR=$build
+
+# cuBLAS is linked dynamically: where the loader does not find it, use the CUDA toolkit's or the pip wheel's copy.
+find_cublas() {
+  local d lib
+  local site_dirs
+  site_dirs=$(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib $site_dirs; do
     for lib in "$d" "$d/nvidia/cublas/lib" "$d/nvidia/cu13/lib"; do
-      if [ -e "$lib/libcublas.so.13" ]; then export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"; fi
+      if [ -e "$lib/libcublas.so.13" ]; then export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"; return; fi
     done
   done
+}
+libs_ok() { ! ldd "$1" 2>/dev/null | grep -q 'not found'; }
+
+# --- every [gpu] Catch2 test: each executable ctest knows, asked for its [gpu] cases ---
+gpu_test_lines=()
+if [ $run_tests -eq 1 ]; then
+  t=$SECONDS
+  n_bins=0
+  n_failed=0
+  : >"$logs/gpu-tests.log"
+  while IFS= read -r bin; do
+    name=$(basename "$bin")
+    libs_ok "$bin" || find_cublas
+    n_gpu=$("$bin" --list-tests "[gpu]" </dev/null 2>/dev/null | awk '/^[0-9]+ matching test case/ { print $1 }')
+    if [ "${n_gpu:-0}" -eq 0 ]; then continue; fi
+    n_bins=$((n_bins + 1))
+    note "[gpu] $name ($n_gpu test cases)"
+    (cd "$(dirname "$bin")" && "$bin" "[gpu]" --reporter console --durations yes) </dev/null >"$work/$name.log" 2>&1
+    rc=$?
+    case $rc in
+      0) r=passed ;;
+      4) r=SKIPPED; status=1; n_failed=$((n_failed + 1)) ;;  # Catch2: every test case skipped (no device seen)
+      *) r=FAILED; status=1; n_failed=$((n_failed + 1)) ;;
+    esac
+    { echo "===== $name: $r (exit $rc)"; cat "$work/$name.log"; } >>"$logs/gpu-tests.log"
+    gpu_test_lines+=("$(printf '%-32s %-7s %s' "$name" "$r" \
+      "$(grep -E '^(All tests passed|test cases:)' "$work/$name.log" | tail -1)")")
+  done < <(ctest --test-dir "$build" --show-only=json-v1 2>/dev/null | python3 -c '
+import json, os, sys
+build, seen = os.path.realpath(sys.argv[1]), []
+for test in json.load(sys.stdin).get("tests", []):
+    cmd = test.get("command") or [""]
+    if os.path.realpath(cmd[0]).startswith(build + os.sep) and cmd[0] not in seen:
+        seen.append(cmd[0])
+print("\n".join(seen))' "$build")
+  took "gpu tests" "$t" "$n_bins executables with [gpu] cases, $n_failed failed"
+  [ $n_bins -gt 0 ] || { note "FAIL: no [gpu] test cases found in $build"; status=1; }
+
+  # --- e2e: the same ctest suites as CI (each starts its own voltserve serve on a loopback port) ---
+  t=$SECONDS
+  e2e_args=(--test-dir "$build" -L e2e --output-on-failure -j"$jobs" --timeout 300)
+  e2e_note=""
+  if ! command -v curl >/dev/null 2>&1; then
+    e2e_args+=(-E '^e2e_sse_curl$')
+    e2e_note=" (no curl here: e2e_sse_curl runs in CI only)"
+  fi
+  note "e2e: ctest -L e2e$e2e_note"
+  ctest "${e2e_args[@]}" >"$logs/e2e.log" 2>&1
+  rc=$?
+  e2e_line=$(grep -E '^[0-9]+% tests passed' "$logs/e2e.log" | tail -1)
+  if [ $rc -ne 0 ] || [ -z "$e2e_line" ]; then
+    status=1
+    sed -n '/The following tests FAILED/,$p' "$logs/e2e.log"
+  fi
+  took e2e "$t" "${e2e_line:-no ctest summary (see e2e.log)}$e2e_note"
 fi
 
-status=0
-test_lines=()
-while IFS= read -r bin; do
-  name=$(basename "$bin")
-  n_gpu=$("$bin" --list-tests "[gpu]" 2>/dev/null | grep -Eo '^[0-9]+ matching test case' | awk '{ print $1 }')
-  if [ "${n_gpu:-0}" -eq 0 ]; then continue; fi
-  if "$bin" "[gpu]" --reporter console --durations yes >"$logs/$name.log" 2>&1; then r=passed; else r=FAILED; status=1; fi
-  test_lines+=("$(printf '%-32s %-7s %s' "$name" "$r" "$(grep -E '^(All tests passed|test cases:)' "$logs/$name.log" | tail -1)")")
-done < <(find "$build/tests" -maxdepth 3 -type f -executable -name 'test_*' | sort)
+# --- benchmarks: bench/gpu-benches.txt, then any other bench_* the build made (so a new bench/<op>/ runs at once) ---
+bench_logs=()
+if [ $run_bench -eq 1 ]; then
+  t=$SECONDS
+  n_bench=0
+  listed=" "
+  entries=()
+  while read -r name args; do
+    case "$name" in ""|\#*) continue ;; esac
+    listed+="$name "
+    [ "$args" = "-" ] && continue  # built, but no GPU benchmark
+    entries+=("$name"$'\t'"$args")
+  done <bench/gpu-benches.txt
+  while IFS= read -r bin; do
+    name=$(basename "$bin")
+    [[ $listed == *" $name "* ]] && continue
+    note "$name is not in bench/gpu-benches.txt: run without arguments (add it there)"
+    entries+=("$name"$'\t')
+  done < <(find "$build" -name CMakeFiles -prune -o -name 'bench_*' -type f -executable -print | sort)
+  : >"$logs/bench.log"
+  for entry in "${entries[@]}"; do
+    name=${entry%%$'\t'*}
+    args=${entry#*$'\t'}
+    if [ -n "${VOLTSERVE_BENCH_ONLY:-}" ] && [[ ",$VOLTSERVE_BENCH_ONLY," != *",$name,"* ]]; then continue; fi
+    bin=$build/$name
+    [ -x "$bin" ] || bin=$(find "$build" -name "$name" -type f -executable -print -quit)
+    if [ -z "$bin" ]; then note "FAIL: benchmark $name was not built"; status=1; continue; fi
+    libs_ok "$bin" || find_cublas
+    extra=""
+    if [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then var=VOLTSERVE_BENCH_ARGS_$name; extra=${!var:-}; fi
+    args=${args//\{logs\}/$logs}
+    args=${args//\{args\}/${VOLTSERVE_BENCH_ARGS:-}}
+    # Word splitting on purpose: the arguments are a flat list from the file and the variables.
+    # shellcheck disable=SC2086
+    set -- $args $extra
+    note "bench $name $*"
+    n_bench=$((n_bench + 1))
+    if "$bin" "$@" </dev/null >"$work/$name.log" 2>&1; then r=ok; else r=FAILED; status=1; fi
+    [ $r = ok ] || note "FAIL: $name (log: $logs/bench.log)"
+    { echo "===== $name $*: $r"; cat "$work/$name.log"; } >>"$logs/bench.log"
+    bench_logs+=("$work/$name.log")
+  done
+  took bench "$t" "$n_bench benchmarks"
+fi
 
-"$build/bench_linear" ${VOLTSERVE_BENCH_ARGS:-} --out "$logs/bench_linear.tsv" >"$logs/bench_linear.log" 2>&1 || { echo "gpu-check: bench_linear failed"; status=1; }
-# The other kernel benchmarks of the build (bench_norm, bench_elementwise, ...; bench_tokenizer is a CPU benchmark).
-op_benches=()
-for b in "$build"/bench_*; do
-  name=$(basename "$b")
-  case "$name" in bench_linear | bench_tokenizer) continue ;; esac
-  [ -f "$b" ] && [ -x "$b" ] || continue
-  if "$b" >"$logs/$name.log" 2>&1; then op_benches+=("$name"); else echo "gpu-check: $name failed"; status=1; fi
-done
-
-echo
-echo "== GPU kernel cases (worst 8 by error; full list in $logs) =="
-grep -hE ' err=' "$logs"/test_*.log | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^err=/) print substr($i, 5), $0 }' |
-  sort -g | tail -8 | cut -d' ' -f2-
-grep -hE ' FAIL$' "$logs"/test_*.log | head -20
-cat "$logs"/test_*.log | awk '/ err=/ { if ($NF == "ok") ok++; else bad++ } END { printf "cases: %d ok, %d failed\n", ok, bad }'
-echo
-sed -n '/== summary/,$p' "$logs/bench_linear.log"
-for name in "${op_benches[@]}"; do
-  echo
-  echo "-- $name"
-  sed -n '/== summary/,$p' "$logs/$name.log"
-done
-echo
-echo "== [gpu] tests =="
-printf '%s\n' "${test_lines[@]}"
-exit $status
+{
+  if [ ${#gpu_test_lines[@]} -gt 0 ]; then
+    echo
+    echo "== GPU kernel cases (worst 8 by error; all in gpu-tests.log) =="
+    grep -hE ' err=' "$logs/gpu-tests.log" |
+      awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^err=/) print substr($i, 5), $0 }' | sort -g | tail -8 | cut -d' ' -f2-
+    grep -hE ' FAIL$' "$logs/gpu-tests.log" | head -20
+    awk '/ err=/ { if ($NF == "ok") ok++; else bad++ } END { printf "cases: %d ok, %d failed\n", ok, bad }' \
+      "$logs/gpu-tests.log"
+  fi
+  for f in "${bench_logs[@]}"; do
+    echo
+    echo "== $(basename "$f" .log) =="
+    if grep -q '== summary' "$f"; then sed -n '/== summary/,$p' "$f"; else tail -15 "$f"; fi
+  done
+  if [ ${#gpu_test_lines[@]} -gt 0 ]; then
+    echo
+    echo "== [gpu] tests =="
+    printf '%s\n' "${gpu_test_lines[@]}"
+  fi
+} | tee "$logs/summary.txt"
+finish

@@ -16,7 +16,8 @@ raises, voltserve must fail too, and for the template's own raise_exception(...)
 The request preprocessing below is the contract of render_chat_prompt (server/chat/chat_prompt.h): what a server does
 before apply_chat_template (vLLM-style argument parsing, developer -> system, reasoning_effort).
 
-Usage: tools/template_diff.py --render build/voltserve [--qwen3-dir ../shared/testdata/qwen3-tokenizer] [-v]
+Usage: tools/template_diff.py --render build/voltserve [--qwen3-dir build/fixtures/tokenizers/qwen3] [-v]
+(the Qwen3 folder is tests/fixtures/tokenizers/qwen3 as unpacked by configuring the build)
 Exit status 0 only when every case matches.
 """
 import argparse
@@ -171,7 +172,8 @@ def summarize(label, counts):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--render", required=True, help="binary with the `render` command (build/voltserve)")
-    ap.add_argument("--qwen3-dir", default=os.path.join(ROOT, "..", "shared", "testdata", "qwen3-tokenizer"))
+    ap.add_argument("--qwen3-dir", default=os.path.join(ROOT, "build", "fixtures", "tokenizers", "qwen3"),
+                    help="the real Qwen3 tokenizer folder as the build unpacks it (default: build/fixtures/...)")
     ap.add_argument("--snippets", default=os.path.join(ROOT, "tests", "chat", "template_snippets.json"))
     ap.add_argument("--conversations", default=os.path.join(ROOT, "tests", "chat", "conversations.json"))
     ap.add_argument("--random-templates", type=int, default=2000, help="how many random whitespace templates")
@@ -183,7 +185,8 @@ def main():
     from transformers.utils.chat_template_utils import _compile_jinja_template
 
     if not os.path.isfile(os.path.join(args.qwen3_dir, "tokenizer_config.json")):
-        sys.exit(f"missing the Qwen3 tokenizer at {args.qwen3_dir} (pass --qwen3-dir)")
+        sys.exit(f"missing the Qwen3 tokenizer at {args.qwen3_dir} (configure the build, which unpacks "
+                 "tests/fixtures/tokenizers/qwen3, or pass --qwen3-dir)")
     tok = AutoTokenizer.from_pretrained(args.qwen3_dir)
     templates = {"qwen3": tok.chat_template}
     for name in TEMPLATES:

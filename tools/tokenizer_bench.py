@@ -8,7 +8,7 @@ TOKENIZERS_PARALLELISM=false and RAYON_NUM_THREADS=1). Reports MB/s for the firs
 (cold cache) and the best of the later passes (by wall time, or by thread CPU time with --cpu-time), checks that both produce the same ids, and prints a Markdown row
 for bench/RESULTS.md.
 
-    tools/tokenizer_bench.py --bench build/bench/tokenizer/bench_tokenizer --tokenizer ../shared/testdata/qwen3-tokenizer
+    tools/tokenizer_bench.py --bench build/bench/tokenizer/bench_tokenizer --tokenizer build/fixtures/tokenizers/qwen3
 """
 import argparse
 import json

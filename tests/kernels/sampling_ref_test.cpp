@@ -183,7 +183,7 @@ TEST_CASE("philox4x32-10 matches the Random123 known-answer vectors", "[unit]") 
   CHECK(philox_mulhi(0xffffffffu, 0xffffffffu) == 0xfffffffeu);
 }
 
-TEST_CASE("uniform_draw: [0, 1) with 53 bits, a pure function of (seed, index, stream)", "[unit]") {
+TEST_CASE("uniform_draw: 0 <= u < 1 with 53 bits, a pure function of (seed, index, stream)", "[unit]") {
   double sum = 0.0, lo = 1.0, hi = 0.0;
   constexpr int kN = 200000;
   bool all_53_bit = true, any_odd = false;

@@ -3,7 +3,6 @@
 // from HF `tokenizers` on the same files (the differential test tools/tokenizer_diff.py checks thousands more).
 #include <catch2/catch_test_macros.hpp>
 
-#include <cstdlib>
 #include <thread>
 
 #include "voltserve/tokenizer.h"
@@ -14,10 +13,8 @@ namespace {
 
 const std::filesystem::path kMini = std::filesystem::path(VOLTSERVE_SOURCE_DIR) / "tests/fixtures/tokenizers/qwen35-mini";
 
-std::filesystem::path qwen3_dir() {
-  if (const char* env = std::getenv("VOLTSERVE_QWEN3_TOKENIZER_DIR")) return env;
-  return std::filesystem::path(VOLTSERVE_SOURCE_DIR) / "../shared/testdata/qwen3-tokenizer";
-}
+// tests/fixtures/tokenizers/qwen3 keeps tokenizer.json compressed; configuring the build unpacks it here.
+std::filesystem::path qwen3_dir() { return std::filesystem::path(VOLTSERVE_BINARY_DIR) / "fixtures/tokenizers/qwen3"; }
 
 const Tokenizer& mini() {
   static const Tokenizer tok = [] {
