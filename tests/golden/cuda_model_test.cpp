@@ -108,6 +108,8 @@ std::vector<float> all_logits(Qwen35Runner& r, const std::vector<int32_t>& ids) 
 
 struct Diff {
   float max_abs = 0.0f;
+  size_t at = 0;  // index of the largest difference
+  float ref_abs_max = 0.0f;
   bool finite = true;
 };
 Diff diff(std::span<const float> a, std::span<const float> b) {
@@ -115,7 +117,11 @@ Diff diff(std::span<const float> a, std::span<const float> b) {
   Diff d;
   for (size_t i = 0; i < a.size(); ++i) {
     if (!std::isfinite(a[i])) d.finite = false;
-    d.max_abs = std::max(d.max_abs, std::fabs(a[i] - b[i]));
+    d.ref_abs_max = std::max(d.ref_abs_max, std::fabs(b[i]));
+    if (std::fabs(a[i] - b[i]) > d.max_abs) {
+      d.max_abs = std::fabs(a[i] - b[i]);
+      d.at = i;
+    }
   }
   return d;
 }
@@ -147,9 +153,9 @@ TEST_CASE("CUDA logits match the CPU backend on every fixture model", "[gpu]") {
     const auto want = all_logits(*cpu, p.ids);
     const auto got = all_logits(*gpu, p.ids);
     const Diff d = diff(got, want);
-    std::printf("cuda model %s fam=%s one pass of %zu tokens: max|gpu-cpu|=%.3g err=%.3g %s\n", name.c_str(),
-                family.c_str(), p.ids.size(), d.max_abs, d.max_abs,
-                d.finite && d.max_abs <= kGpuVsCpuLogitsAbs ? "ok" : "FAIL");
+    std::printf("cuda model %s fam=%s one pass of %zu tokens: max|gpu-cpu|=%.3g at position %zu id %zu (max|cpu| %.3g) "
+                "err=%.3g %s\n", name.c_str(), family.c_str(), p.ids.size(), d.max_abs, d.at / vocab, d.at % vocab,
+                d.ref_abs_max, d.max_abs, d.finite && d.max_abs <= kGpuVsCpuLogitsAbs ? "ok" : "FAIL");
     CHECK(d.finite);
     CHECK(d.max_abs <= kGpuVsCpuLogitsAbs);
 

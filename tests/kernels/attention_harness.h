@@ -572,7 +572,9 @@ class Runner {
     for (size_t i = 0; i < dev_vals.size(); ++i)
       if (std::abs(dev_vals[i] - orc_vals[i]) > std::abs(dev_vals[worst] - orc_vals[worst])) worst = i;
 
-    // Cache: the rows of this call's positions hold the new key (within one fp16 ulp of the reference's fp32 key)
+    // Cache: the rows of this call's positions hold the new key (within one fp16 ulp of the reference's fp32 key, plus
+    // 2^-18 absolute: a normed, rotated key element near zero carries the fp32 rounding of its O(1) inputs, which is
+    // several fp16 ulps at that magnitude; the device and the reference differ there in sincosf and sum order)
     // and value (bit-exact fp16 of the input); every other row is unchanged.
     std::vector<char> new_row(static_cast<size_t>(n_pages_) * p_.page_size, 0);
     size_t cache_bad = 0;
@@ -586,7 +588,7 @@ class Runner {
           const size_t ci = static_cast<size_t>(cr * kv_width_ + e);
           const double want = ref_k_[ci];
           const double got = fp::f16_to_float(dk[ci]);
-          const bool k_ok = std::abs(got - want) <= std::ldexp(std::abs(want), -10) + std::ldexp(1.0, -24);
+          const bool k_ok = std::abs(got - want) <= std::ldexp(std::abs(want), -10) + std::ldexp(1.0, -18);
           const bool v_ok = dv[ci] == fp::float_to_f16(call.v[static_cast<size_t>(row * call.v_stride + e)]);
           if ((!k_ok || !v_ok) && cache_bad++ == 0) {
             cache_first = "cache row " + std::to_string(cr) + " elem " + std::to_string(e) + (k_ok ? "" : " key") +

@@ -166,17 +166,20 @@ TEST_CASE("gdn gpu forward under CUDA-graph capture and replay", "[gpu]") {
     DeviceArgs a = cases::device_args(d, c.mode, c.out_dtype, static_cast<int32_t>(d.seqs.size()),
                                       static_cast<const SeqDesc*>(d.d_seqs.ptr()), d.max_seq_tokens);
     a.stream = s;
-    // Direct: two calls from the starting state.
+    // Direct: two calls from the starting state (as the device holds it, whatever setup_case left there).
+    const std::vector<uint8_t> start_rec = d.d_rec_state.download();
+    const std::vector<uint8_t> start_conv = d.d_conv_state.download();
     std::vector<uint8_t> direct_out[2], direct_state[2];
     for (int i = 0; i < 2; ++i) {
+      d.d_out.fill(cases::kPoisonByte);  // as before each replay below: rows no sequence writes stay poison
       REQUIRE(gdn_forward(sh.p, a).ok());
       CUDA_REQUIRE(cudaStreamSynchronize(s));
       direct_out[i] = d.d_out.download();
       direct_state[i] = d.d_rec_state.download();
     }
     // Captured: reset the state, capture once, replay twice.
-    d.d_rec_state.upload(d.rec_state.data());
-    d.d_conv_state.upload(d.conv_state.data());
+    d.d_rec_state.upload(start_rec.data());
+    d.d_conv_state.upload(start_conv.data());
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CUDA_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));

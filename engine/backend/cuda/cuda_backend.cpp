@@ -59,9 +59,11 @@ Result<void*> DeviceMemory::alloc(size_t bytes, std::string_view what) {
                               " MiB. The model does not fit with these settings: try a shorter --context, fewer "
                               "--max-running sequences, or a smaller weight format");
   }
-  if (cudaMemset(p, 0, n) != cudaSuccess) {
+  // Zeroed before anything uses it: the memset runs on the legacy stream, which does not order with the backend's
+  // non-blocking stream, so wait for it here.
+  if (cudaMemset(p, 0, n) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
     cudaFree(p);
-    return internal_error("cuda backend: cudaMemset of " + std::string(what) + " failed");
+    return internal_error("cuda backend: zeroing " + std::string(what) + " failed");
   }
   blocks_.push_back(p);
   bytes_ += static_cast<int64_t>(n);
@@ -364,6 +366,9 @@ Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<co
 
 Status CudaBackend::ensure_scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return Status::ok();
+  // Growing happens in the first steps only. The kernels already queued keep the old buffer (it is not freed); the
+  // stream is drained first so that nothing queued before overlaps the new buffer's zeroing.
+  VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
   VS_ASSIGN_OR_RETURN(scratch_, memory_.alloc(bytes, "kernel scratch"));
   scratch_bytes_ = bytes;
   return Status::ok();
