@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Proves that the device code meant for Volta is Volta code. Every kernels/*/*.cu except the Ampere+ families
-# (*_sm80.cu) — the sm70 families, the portable ops (<op>.cu) and the dispatchers, including files added later — is
+# (*_sm80.cu) — the sm70 families, the portable ops (<op>.cu) and the dispatchers, including files added later — and
+# the CUDA backend's own device code (engine/backend/cuda/*.cu) is
 # compiled by CUDA 13's nvcc to PTX (compute_75, the oldest it has, with the build's flags), the PTX is retargeted to
 # sm_70 and assembled by the CUDA 12.9 ptxas (pip nvidia-cuda-nvcc-cu12; it rejects any instruction sm_70 lacks:
 # ldmatrix, cp.async, bf16, m16n8k16), and the CUDA 12 cuobjdump (scripts/setup.sh puts it in
@@ -46,7 +47,7 @@ check_file() {
   : > "$log"
   # The build's flags (kernels/CMakeLists.txt): include root kernels/, relaxed constexpr, VOLTSERVE_HAVE_CUDA.
   if ! "$NVCC" -std=c++20 -O3 -arch=compute_75 -ptx --expt-relaxed-constexpr -DVOLTSERVE_HAVE_CUDA=1 \
-       -I"$root/kernels" -I"$root" "$src" -o "$work/$tag.sm75.ptx" >>"$log" 2>&1; then
+       -I"$root/kernels" -I"$root/engine" -I"$root/engine/include" -I"$root" "$src" -o "$work/$tag.sm75.ptx" >>"$log" 2>&1; then
     echo "FAIL $rel: nvcc cannot compile it to PTX: $(grep -m1 -i 'error' "$log" || tail -1 "$log")"
     return
   fi
@@ -86,7 +87,8 @@ check_file() {
     }' "$work/$tag.sass"
 }
 
-mapfile -t sources < <(find "$root/kernels" -mindepth 2 -maxdepth 2 -name '*.cu' ! -name '*_sm80.cu' | sort)
+mapfile -t sources < <({ find "$root/kernels" -mindepth 2 -maxdepth 2 -name '*.cu' ! -name '*_sm80.cu';
+                         find "$root/engine/backend/cuda" -maxdepth 1 -name '*.cu'; } | sort)
 if [ "${#sources[@]}" -eq 0 ]; then
   echo "check-sm70: FAIL: no kernels/*/*.cu found" >&2
   exit 1
