@@ -40,7 +40,10 @@ std::vector<int32_t> parse_token_ids(std::string_view command, const std::string
 
 std::unique_ptr<Engine> load_engine(std::string_view command, const ModelOptions& model, const EngineConfig& config) {
   auto loaded = Engine::load(model, config);
-  if (!loaded.is_ok()) fail(command, "cannot load " + model.model_dir + ": " + loaded.status().to_string(), 1);
+  if (!loaded.is_ok()) {
+    const std::string what = model.model_dir.empty() ? "a synthetic model of " + model.synthetic_config : model.model_dir;
+    fail(command, "cannot load " + what + ": " + loaded.status().to_string(), 1);
+  }
   return std::move(loaded).value();
 }
 

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <thread>
 
+#include <unistd.h>
+
 #include "attention/attention.h"
 #include "elementwise/elementwise.h"
 #include "gdn/gdn.h"
@@ -100,6 +102,16 @@ Result<std::unique_ptr<PreparedLinear>> CpuBackend::prepare_linear(std::span<con
                               std::to_string(k) + " vs " + std::to_string(p.k) + ") and n > 0");
     }
     n += p.n;
+  }
+  // The reference holds every weight as fp32 (a 27B model: ~110 GB): refuse what cannot fit rather than be killed.
+  const int64_t bytes = n * k * static_cast<int64_t>(sizeof(float));
+  const int64_t physical = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<int64_t>(sysconf(_SC_PAGE_SIZE));
+  if (physical > 0 && weight_bytes_ + bytes > physical / 10 * 9) {
+    return resource_exhausted("cpu backend: " + std::string(what) + ": the weights dequantized to fp32 would take " +
+                              std::to_string((weight_bytes_ + bytes) >> 30) + " GiB with this one, more than 90% of " +
+                              "this machine's " + std::to_string(physical >> 30) +
+                              " GiB; the CPU backend is the reference for small models, use the CUDA backend for "
+                              "large ones");
   }
   std::vector<float> dense(static_cast<size_t>(n * k));
   int64_t row0 = 0;
