@@ -90,6 +90,7 @@ class InputConverter {
 
  private:
   void close_assistant() {
+    if (assistant_.is_null() && !reasoning_.empty()) assistant();  // reasoning with no answer after it
     if (assistant_.is_null()) return;
     out_.push_back(std::move(assistant_));
     assistant_ = nullptr;
@@ -132,7 +133,6 @@ class InputConverter {
       } else {
         arguments = {{"input", required_string(it, "input", p)}};
       }
-      if (!assistant_.is_null() && !reasoning_.empty()) close_assistant();
       add_call(call_id, name, std::move(arguments));
     } else if (*type == "function_call_output" || *type == "custom_tool_call_output") {
       close_assistant();
@@ -144,7 +144,7 @@ class InputConverter {
     } else if (*type == "reasoning") {
       // Reasoning text (or its summary) goes back to the model as the next assistant turn's reasoning_content;
       // encrypted_content is OpenAI's own and never produced here.
-      close_assistant();
+      if (!assistant_.is_null()) close_assistant();
       std::string text;
       if (const Json* content = find_field(it, "content")) text = content_text(*content, field_path(p, "content"));
       if (text.empty()) {
@@ -174,7 +174,6 @@ class InputConverter {
       assistant()["content"] = text;
     } else if (role == "user" || role == "system" || role == "developer") {
       close_assistant();
-      reasoning_.clear();
       out_.push_back({{"role", role == "developer" ? "system" : role}, {"content", text}});
     } else {
       fail_invalid(field_path(p, "role"),
