@@ -7,6 +7,7 @@
 
 #include "openai/api_error.h"
 #include "openai/fields.h"
+#include "openai/responses_request.h"
 
 namespace voltserve::openai {
 
@@ -203,9 +204,17 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& ba
   if (const Json* servers = find_field(body, "mcp_servers"); servers && !(servers->is_array() && servers->empty())) {
     fail_unsupported("mcp_servers", "mcp_servers: remote MCP servers are not supported");
   }
-  if (find_field(body, "output_format") || find_field(body, "output_config")) {
-    fail_unsupported(find_field(body, "output_format") ? "output_format" : "output_config",
-                     "structured outputs are not supported yet");
+  if (find_field(body, "output_format")) fail_unsupported("output_format", "output_format: structured outputs are not supported yet");
+  std::optional<std::string> effort;
+  if (const Json* config = find_field(body, "output_config")) {
+    if (!config->is_object()) fail_invalid("output_config", "output_config: must be an object");
+    if (find_field(*config, "format")) {
+      fail_unsupported("output_config.format", "output_config.format: structured outputs are not supported yet");
+    }
+    effort = read_string(*config, "effort", "output_config.effort");
+    if (effort && *effort != "low" && *effort != "medium" && *effort != "high" && *effort != "xhigh" && *effort != "max") {
+      fail_invalid("output_config.effort", "output_config.effort: must be low, medium, high, xhigh or max");
+    }
   }
 
   Json messages = Json::array();
@@ -248,7 +257,9 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& ba
   }
 
   // thinking: enabled (+ budget_tokens) / adaptive -> thinking on; disabled or absent -> off (Anthropic's default).
+  // output_config.effort -> the template's reasoning_effort and, for adaptive thinking, the Responses budget table.
   bool thinking = false;
+  bool show_thinking = true;
   if (const Json* t = find_field(body, "thinking")) {
     if (!t->is_object()) fail_invalid("thinking", "thinking: must be an object");
     std::string type = required_string(*t, "type", "thinking");
@@ -259,11 +270,22 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& ba
       chat["thinking_token_budget"] = integer_value(*budget, "thinking.budget_tokens", 1, kMaxTokensCap);
     } else if (type == "adaptive") {
       thinking = true;
+      if (effort) {
+        if (auto budget = responses_effort_budget(*effort == "max" ? "xhigh" : *effort)) chat["thinking_token_budget"] = *budget;
+      }
     } else if (type != "disabled") {
       fail_invalid("thinking.type", fmt::format("thinking.type: must be enabled, adaptive or disabled; got '{}'", type));
     }
+    if (auto display = read_string(*t, "display", "thinking.display")) {
+      if (*display != "summarized" && *display != "omitted") {
+        fail_invalid("thinking.display", "thinking.display: must be summarized or omitted");
+      }
+      show_thinking = *display != "omitted";
+    }
   }
   chat["chat_template_kwargs"] = {{"enable_thinking", thinking}};
+  if (thinking && effort) chat["reasoning_effort"] = *effort == "low" || *effort == "medium" ? *effort : "xhigh";
+  if (!show_thinking) chat["include_reasoning"] = false;
 
   MessagesRequest out;
   try {
