@@ -159,6 +159,16 @@ Json history_of(ServerContext& ctx, const Json& body) {
   return std::move(stored->conversation);
 }
 
+// prepare_chat names the conversation "messages"; here it is the input.
+PreparedChat prepare(ServerContext& ctx, openai::ChatRequest& request, bool check_context = true) {
+  try {
+    return prepare_chat(ctx, request, check_context);
+  } catch (const ApiError& e) {
+    if (e.param() != "messages") throw;
+    throw ApiError(e.code(), e.what(), "input");
+  }
+}
+
 }  // namespace
 
 void handle_responses_create(ServerContext& ctx, const std::string& body_text,
@@ -166,7 +176,7 @@ void handle_responses_create(ServerContext& ctx, const std::string& body_text,
   Json body = openai::parse_json_object_body(body_text);
   Json history = history_of(ctx, body);
   openai::ResponsesRequest request = openai::parse_responses_request(body, ctx.limits, &history);
-  PreparedChat prepared = prepare_chat(ctx, request.chat);
+  PreparedChat prepared = prepare(ctx, request.chat);
   std::unique_ptr<Generation> generation = submit_chat(ctx, record->id(), prepared, request.chat);
   const bool stream = request.chat.options.stream;
   respond(res, *record,
@@ -179,7 +189,7 @@ void handle_responses_input_tokens(ServerContext& ctx, const std::string& body_t
   Json body = openai::parse_json_object_body(body_text);
   Json history = history_of(ctx, body);
   openai::ResponsesRequest request = openai::parse_responses_request(body, ctx.limits, &history);
-  PreparedChat prepared = prepare_chat(ctx, request.chat, /*check_context=*/false);
+  PreparedChat prepared = prepare(ctx, request.chat, /*check_context=*/false);
   Json out = {{"object", "response.input_tokens"}, {"input_tokens", prepared.prompt_ids.size()}};
   res.set_content(openai::dump_json(out), "application/json");
 }
