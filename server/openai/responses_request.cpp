@@ -170,7 +170,7 @@ class InputConverter {
     if (!content) fail_invalid(cp, fmt::format("'{}' is required", cp));
     std::string text = content_text(*content, cp);
     if (role == "assistant") {
-      close_assistant();
+      if (!assistant_.is_null()) close_assistant();  // pending reasoning belongs to this message
       assistant()["content"] = text;
     } else if (role == "user" || role == "system" || role == "developer") {
       close_assistant();

@@ -178,6 +178,15 @@ def main():
             n_explicit = client.responses.input_tokens.count(model=model, input=explicit).input_tokens
             c.check(r2.usage.input_tokens == n_explicit,
                     f"continuation prompt == explicit history: {r2.usage.input_tokens} vs {n_explicit}")
+            # The same with a reasoning item followed by a message (the budget closes the reasoning).
+            rb = client.responses.create(model=model, input="Hi there", max_output_tokens=264, temperature=0,
+                                         reasoning={"effort": "minimal"}, extra_body={"ignore_eos": True})
+            c.check([o.type for o in rb.output] == ["reasoning", "message"], f"reasoning + message: {rb.output}")
+            n_cont = client.responses.input_tokens.count(model=model, previous_response_id=rb.id, input="And then?")
+            explicit = [{"role": "user", "content": "Hi there"}] + [o.model_dump(exclude_none=True) for o in rb.output] + [
+                {"role": "user", "content": "And then?"}]
+            c.check(n_cont.input_tokens == client.responses.input_tokens.count(model=model, input=explicit).input_tokens,
+                    "continuation == explicit history with reasoning and a message")
             # Streamed responses are stored too; the chain goes on.
             s = list(client.responses.create(stream=True, model=model, previous_response_id=r2.id, input="More",
                                              max_output_tokens=3))
