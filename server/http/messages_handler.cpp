@@ -19,9 +19,10 @@ using openai::Json;
 class MessagesSession final : public ChatGenerationSession {
  public:
   MessagesSession(ServerContext& ctx, std::shared_ptr<AccessRecord> record, std::unique_ptr<Generation> generation,
-                  openai::MessagesRequest request, PreparedChat prepared)
+                  openai::MessagesRequest request, PreparedChat prepared, bool clamped)
       : ChatGenerationSession(ctx, std::move(record), std::move(generation), "msg_", std::move(request.chat),
-                              std::move(prepared)) {}
+                              std::move(prepared)),
+        clamped_(clamped) {}
 
   Json run_to_completion() override {
     run_until_finished();
@@ -35,7 +36,7 @@ class MessagesSession final : public ChatGenerationSession {
     const Choice& c = choices_[0];
     if (!c.finish_reason) return nullptr;
     std::string r = c.finish_reason;
-    if (r == "length") return "max_tokens";
+    if (r == "length") return clamped_ ? "model_context_window_exceeded" : "max_tokens";
     if (r == "tool_calls" || writer_.has_tool_use()) return "tool_use";
     if (c.pipeline->stopped()) return "stop_sequence";
     return "end_turn";
@@ -88,6 +89,7 @@ class MessagesSession final : public ChatGenerationSession {
   }
 
   openai::MessagesWriter writer_;
+  bool clamped_;  // max_tokens was cut to the room the context leaves
 };
 
 }  // namespace
@@ -97,11 +99,22 @@ bool anthropic_route(const std::string& path) { return path.rfind("/v1/messages"
 void handle_messages(ServerContext& ctx, const std::string& body, const std::shared_ptr<AccessRecord>& record,
                      httplib::Response& res) {
   openai::MessagesRequest request = openai::parse_messages_request(openai::parse_json_object_body(body), ctx.limits);
-  PreparedChat prepared = prepare_chat(ctx, request.chat);
+  PreparedChat prepared = prepare_chat(ctx, request.chat, /*check_context=*/false);
+  // Anthropic semantics: max_tokens beyond the room the prompt leaves runs until the context is full.
+  openai::GenerationOptions& options = request.chat.options;
+  const int64_t n_prompt = static_cast<int64_t>(prepared.prompt_ids.size());
+  const int64_t room = ctx.model_info.context_length - n_prompt;
+  bool clamped = false;
+  if (ctx.model_info.context_length > 0 && room > 0 && options.max_tokens && *options.max_tokens > room) {
+    options.max_tokens = static_cast<int32_t>(room);
+    clamped = true;
+  }
+  openai::check_context(options, n_prompt, ctx.model_info.context_length, "messages");  // a prompt too long: 400
   std::unique_ptr<Generation> generation = submit_chat(ctx, record->id(), prepared, request.chat);
-  const bool stream = request.chat.options.stream;
+  const bool stream = options.stream;
   respond(res, *record,
-          std::make_shared<MessagesSession>(ctx, record, std::move(generation), std::move(request), std::move(prepared)),
+          std::make_shared<MessagesSession>(ctx, record, std::move(generation), std::move(request), std::move(prepared),
+                                            clamped),
           stream);
 }
 

@@ -177,6 +177,9 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& ba
   if (!body.is_object()) throw ApiError(ErrorCode::kInvalidJson, "request body must be a JSON object");
   RequestLimits limits = base_limits;
   limits.max_stop = 16;  // Anthropic has no OpenAI-style limit of 4 stop strings
+  // max_tokens is bounded by the model, not by the room the prompt leaves: generation runs until the context is
+  // full (stop_reason "model_context_window_exceeded"); the handler clamps it to that room.
+  limits.context_length = 0;
   Json chat = Json::object();
   if (!find_field(body, "model")) fail_invalid("model", "model: field required");
   chat["model"] = body["model"];

@@ -70,6 +70,13 @@ def main():
                 c.check("".join(b.text for b in cut.content if b.type == "text") == whole[:whole.find(stop)],
                         "text before the stop sequence")
 
+        def context_window(c):
+            # Claude Code asks for max_tokens far above a small context: generation runs until the context is full.
+            m = client.messages.create(model=model, max_tokens=32000, messages=MSG,
+                                       extra_body={**GREEDY, "ignore_eos": True})
+            c.check(m.stop_reason == "model_context_window_exceeded", f"stop_reason {m.stop_reason}")
+            c.check(m.usage.input_tokens + m.usage.output_tokens == 1024, f"the 1024-token context is full: {m.usage}")
+
         def streaming(c):
             with client.messages.stream(model=model, max_tokens=16, messages=MSG, extra_body=GREEDY) as s:
                 events = list(s)
@@ -197,7 +204,7 @@ def main():
                 except anthropic.AuthenticationError as e:
                     c.check(e.body["error"]["type"] == "authentication_error", f"Anthropic 401 shape {e.body}")
 
-        Checks().run([text, streaming, tool_use, thinking, count_tokens, errors, auth])
+        Checks().run([text, context_window, streaming, tool_use, thinking, count_tokens, errors, auth])
 
 
 if __name__ == "__main__":

@@ -126,7 +126,12 @@ TEST_CASE("messages: every bad field is a 4xx naming it", "[unit]") {
   bad(body(R"("stop_sequences": [1])"), 400, "stop_sequences[0]");
   bad(body(R"("output_config": {"format": {"type": "json_schema"}})"), 400, "output_config.format");
   bad(R"({"model": "claude-9", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]})", 404, "model");
-  bad(R"({"model": "tiny-chat", "max_tokens": 100000, "messages": [{"role": "user", "content": "hi"}]})", 400, "max_tokens");
+  bad(R"({"model": "tiny-chat", "max_tokens": 100000000, "messages": [{"role": "user", "content": "hi"}]})", 400, "max_tokens");
+}
+
+TEST_CASE("messages: max_tokens may exceed the context (the handler clamps it)", "[unit]") {
+  MessagesRequest r = parse(R"({"model": "tiny-chat", "max_tokens": 32000, "messages": [{"role": "user", "content": "hi"}]})");
+  CHECK(r.chat.options.max_tokens == 32000);
 }
 
 TEST_CASE("messages: tool_use ids", "[unit]") {
