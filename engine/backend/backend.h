@@ -190,6 +190,12 @@ class Backend {
   // end_step() waits for the device, copies the outputs into `result` and returns the first error of the step.
   virtual Status begin_step(const StepBatch& batch) = 0;
   virtual Status end_step(StepResult& result) = 0;
+  // True right after an end_step() that failed only because the step must run again: a device backend that
+  // replays captured graphs first sees a step's ops without launching them (to find its graph), and when it has
+  // none, nothing of the step ran. The caller then runs the same step (same batch, same ops) once more.
+  virtual bool rerun_step() const { return false; }
+  // Steps replayed from captured graphs so far (0 for a backend without graphs).
+  virtual int64_t graph_replays() const { return 0; }
 
   // out[i] = table row tokens[i] for the step's T tokens (the embedding as a [vocab, hidden] linear weight, shared
   // with a tied lm_head). out: [T, hidden] fp32.
@@ -223,6 +229,15 @@ class Backend {
   // its height.
   virtual void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) = 0;
 };
+
+// Runs one step — `once()` calls begin_step, the ops and end_step — again while the backend asks for it
+// (Backend::rerun_step; a graph-replaying backend asks at most twice in a row).
+template <class F>
+Status run_step(Backend& backend, F&& once) {
+  Status s = once();
+  for (int attempt = 0; !s.is_ok() && attempt < 2 && backend.rerun_step(); ++attempt) s = once();
+  return s;
+}
 
 struct CpuBackendOptions {
   int32_t n_threads = 0;  // 0: min(hardware threads, 8)

@@ -210,6 +210,10 @@ void Qwen35Model::gdn_mixer(const Qwen35Layer& layer, size_t index, const Activa
 
 Status Qwen35Model::forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const {
   if (!configured_) return internal_error("Qwen35Model::forward before configure");
+  return run_step(*backend_, [&] { return forward_once(batch, cache, result); });
+}
+
+Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const {
   Backend& be = *backend_;
   VS_RETURN_IF_ERROR(be.begin_step(batch));
   const float eps = static_cast<float>(config_.rms_norm_eps);

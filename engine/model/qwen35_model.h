@@ -84,6 +84,7 @@ class Qwen35Model {
     Tensor logits;     // [logits_rows, vocab] fp32
   };
   Activations activations(int64_t n_tokens, int64_t n_outputs) const;
+  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
   void attention_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
   void gdn_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
 

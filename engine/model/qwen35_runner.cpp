@@ -29,6 +29,7 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   bo.gdn_mode = options.gdn_mode;
   bo.kernel_family = mo.kernel_family;
   bo.op_timing = mo.op_timing;
+  bo.cuda_graphs = mo.cuda_graphs;
   VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
   if (!mo.synthetic_config.empty()) {
     VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load_synthetic(mo.synthetic_config, mo.synthetic_seed, *r->backend_));

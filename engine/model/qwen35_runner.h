@@ -39,6 +39,7 @@ class Qwen35Runner final : public ModelRunner {
   Status commit(int32_t slot, int32_t n_keep) override;
 
   const ModelConfig& config() const { return model_->config(); }
+  const Backend& backend() const { return *backend_; }
 
  private:
   Qwen35Runner() = default;

@@ -41,6 +41,7 @@ struct EngineBenchArgs {
   int32_t threads = 0;
   uint64_t seed = 1;
   bool op_timing = false;
+  bool no_cuda_graphs = false;
   bool json = false;
 };
 
@@ -72,6 +73,7 @@ std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_runni
   model.n_slots = max_running;
   model.max_context = max_context;
   model.op_timing = a.op_timing;
+  model.cuda_graphs = !a.no_cuda_graphs;
   EngineConfig config;
   config.max_running = max_running;
   config.max_waiting = max_running;
@@ -154,6 +156,7 @@ void run_decode(const EngineBenchArgs& a) {
   out["context"] = a.context;
   out["batch"] = a.batch;
   out["tokens"] = a.tokens;
+  out["cuda_graphs"] = !a.no_cuda_graphs && !a.op_timing;
   out["ms_per_token"] = ms_per_token;
   out["tokens_per_second_per_sequence"] = tps_per_seq;
   out["tokens_per_second"] = tps_per_seq * a.batch;
@@ -209,7 +212,9 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_option("--chunk", a.chunk, "Prompt tokens per step (default 2048)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--threads", a.threads, "CPU backend threads (0: automatic)");
   cmd->add_option("--seed", a.seed, "Seed of the synthetic weights (default 1)");
-  cmd->add_flag("--op-timing", a.op_timing, "CUDA: log the per-op device time of the steps at the end");
+  cmd->add_flag("--op-timing", a.op_timing,
+                "CUDA: log the per-op device time of the steps at the end (launches eagerly: no CUDA graphs)");
+  cmd->add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: launch every step eagerly (decode steps replay as graphs)");
   cmd->add_flag("--json", a.json, "One line of JSON");
 }
 

@@ -13,9 +13,11 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <type_traits>
 
 #include "attention/attention.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/step_graphs.h"
 #include "common/named_logger.h"
 #include "common/fp_formats.h"
 #include "elementwise/elementwise.h"
@@ -213,6 +215,8 @@ class CudaBackend final : public Backend {
   void zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) override;
   Status begin_step(const StepBatch& batch) override;
   Status end_step(StepResult& result) override;
+  bool rerun_step() const override { return rerun_; }
+  int64_t graph_replays() const override { return graphs_.replays(); }
 
   void embed(const PreparedLinear& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
@@ -242,6 +246,33 @@ class CudaBackend final : public Backend {
     fail(internal_error("cuda backend: " + std::string(op) + " outside a step"));
     return false;
   }
+  // An op's start: adds the op and what it was called with to the step's fingerprint; false when it must not
+  // launch (outside a step, or a probe, which only fingerprints the step's ops).
+  template <class... A>
+  bool enter(std::string_view op, const A&... args) {
+    if (!in_step(op)) return false;
+    fp_.add(static_cast<uint64_t>(std::hash<std::string_view>{}(op)));
+    (fingerprint(args), ...);
+    return mode_ != StepMode::kProbe;
+  }
+  template <class T>
+  void fingerprint(const T& v) {
+    if constexpr (std::is_same_v<T, Tensor>) {
+      fp_.add(v);
+    } else if constexpr (std::is_pointer_v<T>) {
+      fp_.add(static_cast<const void*>(v));
+    } else if constexpr (std::is_same_v<T, float>) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      fp_.add(uint64_t{bits});
+    } else {
+      static_assert(std::is_integral_v<T>);
+      fp_.add(static_cast<uint64_t>(v));
+    }
+  }
+  // end_step of a probe or a captured run; the step's outputs are then copied back as for an eager one.
+  Status finish_probe();
+  Status finish_capture();
   // Scratch shared by the kernels of a step (they run one after another on the stream).
   Status ensure_scratch(size_t bytes);
   void linear_rows(const CudaLinear& w, const void* x, int64_t m, float* y, int64_t y_stride);
@@ -279,6 +310,17 @@ class CudaBackend final : public Backend {
   int32_t* d_nan_index_ = nullptr;
   kernels::gdn::Commit* d_commit_ = nullptr;
   kernels::sampling::PenaltyState penalties_;
+
+  // CUDA graphs of decode-sized steps (step_graphs.h). A graph-sized step first runs as a probe: the ops are
+  // fingerprinted, nothing is launched; end_step then replays the step's graph, or asks for the step again
+  // (rerun_step) to run it eagerly (first sight) or captured into a graph (second sight).
+  enum class StepMode { kEager, kProbe, kCapture };
+  StepGraphCache graphs_;
+  StepMode mode_ = StepMode::kEager;
+  StepMode rerun_mode_ = StepMode::kEager;
+  bool rerun_ = false;
+  StepFingerprint fp_;
+  std::vector<int64_t> shape_;
 
   // The current step (host side).
   const StepBatch* batch_ = nullptr;
@@ -329,6 +371,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (graphs_.captures() > 0) {
+    cuda_log().info("cuda: {} step graphs captured, {} steps replayed from them", graphs_.captures(), graphs_.replays());
+  }
+  graphs_.clear();
   if (options_.op_timing) timer_.log(cuda_log());
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -366,11 +412,14 @@ Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<co
 
 Status CudaBackend::ensure_scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return Status::ok();
+  // Not while capturing (it synchronises); the capture fails and the step runs again eagerly, which grows it.
+  if (mode_ == StepMode::kCapture) return internal_error("cuda backend: the kernel scratch must grow during a capture");
   // Growing happens in the first steps only. The kernels already queued keep the old buffer (it is not freed); the
   // stream is drained first so that nothing queued before overlaps the new buffer's zeroing.
   VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
   VS_ASSIGN_OR_RETURN(scratch_, memory_.alloc(bytes, "kernel scratch"));
   scratch_bytes_ = bytes;
+  graphs_.clear();  // they point at the old scratch
   return Status::ok();
 }
 
@@ -422,6 +471,7 @@ Status CudaBackend::reset_sampling_slot(int32_t slot) {
 
 void CudaBackend::zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) {
   const size_t elem = dtype_bytes(t.dtype);
+  if (in_step_ && !enter("zero_rows", t, row_begin, row_end)) return;
   if (row_end <= row_begin) return;
   cudaError_t e = cudaSuccess;
   if (t.stride == t.cols) {
@@ -452,6 +502,18 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
     max_seq_tokens_ = std::max(max_seq_tokens_, s.n_tokens);
     max_context_ = std::max(max_context_, s.n_past + s.n_tokens);
   }
+  // Eager steps round too, so that a graph and the eager path launch the same grids (step_graphs.h).
+  if (max_context_ > 0) max_context_ = context_bucket(max_context_);
+  const bool rerun = std::exchange(rerun_, false);
+  mode_ = StepMode::kEager;
+  fp_.reset();
+  shape_.clear();
+  if (options_.cuda_graphs && !options_.op_timing) {
+    if (auto shape = step_graph_shape(batch, max_context_); shape && !graphs_.disabled(*shape)) {
+      shape_ = std::move(*shape);
+      mode_ = rerun ? rerun_mode_ : StepMode::kProbe;
+    }
+  }
   // Each output row's sampling parameters with its sequence's slot, and the rows themselves.
   row_params_ = sampler_rows(batch);
   out_rows_.resize(static_cast<size_t>(n_out));
@@ -476,16 +538,81 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   VS_RETURN_IF_ERROR(up(d_row_params_, row_params_.data(), row_params_.size() * sizeof(kernels::sampling::RowParams)));
   VS_RETURN_IF_ERROR(up(d_bias_ids_, batch.bias_ids.data(), batch.bias_ids.size() * sizeof(int32_t)));
   VS_RETURN_IF_ERROR(up(d_bias_values_, batch.bias_values.data(), batch.bias_values.size() * sizeof(float)));
-  if (!batch.seqs.empty()) {
+  // The uploads stay outside the graph (a replay finds the new step's metadata in the same buffers); everything
+  // from the penalty update on is captured.
+  if (mode_ == StepMode::kCapture) {
+    if (const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+      cudaGetLastError();
+      cuda_log().warn("cuda: cudaStreamBeginCapture failed ({}); steps of this shape run eagerly", cudaGetErrorName(e));
+      graphs_.disable(shape_);
+      mode_ = StepMode::kEager;
+    }
+  }
+  if (!batch.seqs.empty() && mode_ != StepMode::kProbe) {
     const kernels::KernelStatus s = kernels::sampling::update_penalties(
         penalties_, d_tokens_, d_seqs_, static_cast<int32_t>(batch.seqs.size()), batch.n_tokens(), stream_);
-    if (!s.ok()) return kernel_status(s, "update_penalties");
+    if (!s.ok()) {
+      if (mode_ == StepMode::kCapture) {
+        cudaGraph_t g = nullptr;
+        if (cudaStreamEndCapture(stream_, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+        mode_ = StepMode::kEager;
+      }
+      in_step_ = false;
+      return kernel_status(s, "update_penalties");
+    }
   }
   return Status::ok();
 }
 
+Status CudaBackend::finish_probe() {
+  const uint64_t fp = fp_.value();
+  if (!step_status_.is_ok()) return std::exchange(step_status_, Status::ok());
+  const StepGraphCache::Next next = graphs_.after_probe(shape_, fp);
+  if (next == StepGraphCache::Next::kReplay) {
+    VS_CUDA_RETURN(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graphs_.graph(shape_, fp)), stream_));
+    return Status::ok();
+  }
+  rerun_ = true;
+  rerun_mode_ = next == StepGraphCache::Next::kCapture ? StepMode::kCapture : StepMode::kEager;
+  return unavailable("cuda backend: the step runs again (probed for its graph)");
+}
+
+Status CudaBackend::finish_capture() {
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (e == cudaSuccess && step_status_.is_ok()) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (e == cudaSuccess && step_status_.is_ok()) {
+    graphs_.store(shape_, fp_.value(), std::shared_ptr<void>(exec, [](void* x) {
+                    cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x));
+                  }));
+    VS_CUDA_RETURN(cudaGraphLaunch(exec, stream_));
+    return Status::ok();
+  }
+  // Nothing of the step ran: run it again eagerly, and every step of this shape from now on.
+  cudaGetLastError();
+  cuda_log().warn("cuda: capturing a step of {} tokens as a graph failed ({}); steps of this shape run eagerly",
+                  shape_.empty() ? 0 : shape_[0],
+                  e != cudaSuccess ? cudaGetErrorName(e) : step_status_.message().c_str());
+  step_status_ = Status::ok();
+  graphs_.disable(shape_);
+  rerun_ = true;
+  rerun_mode_ = StepMode::kEager;
+  return unavailable("cuda backend: the step runs again (graph capture failed)");
+}
+
 Status CudaBackend::end_step(StepResult& result) {
   result.clear();
+  if (mode_ == StepMode::kProbe || mode_ == StepMode::kCapture) {
+    const StepMode mode = std::exchange(mode_, StepMode::kEager);
+    Status s = mode == StepMode::kProbe ? finish_probe() : finish_capture();
+    if (!s.is_ok()) {
+      in_step_ = false;
+      batch_ = nullptr;
+      return s;
+    }
+  }
   const auto n_out = static_cast<int32_t>(batch_ != nullptr ? batch_->outputs.size() : 0);
   constexpr int32_t kTop = kernels::sampling::kMaxTopLogprobs;
   int32_t* h_token = h_results_.as<int32_t>();
@@ -544,7 +671,7 @@ Status CudaBackend::end_step(StepResult& result) {
 }
 
 void CudaBackend::embed(const PreparedLinear& table, Tensor& out) {
-  if (!in_step("embed")) return;
+  if (!enter("embed", &table, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "embed", stream_);
   const auto& t = static_cast<const cuda::CudaLinear&>(table);
   if (t.segments().size() != 1 || t.segments()[0].view.format != WeightFormat::kDense) {
@@ -564,7 +691,7 @@ void CudaBackend::embed(const PreparedLinear& table, Tensor& out) {
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  if (!in_step("rms_norm")) return;
+  if (!enter("rms_norm", x, w, eps, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "rms_norm", stream_);
   kernels::norm::RmsNormArgs a;
   a.x = x.f32();
@@ -581,7 +708,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
 }
 
 void CudaBackend::rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
-  if (!in_step("rms_norm_residual")) return;
+  if (!enter("rms_norm_residual", x, residual, w, eps, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "rms_norm_residual", stream_);
   kernels::norm::RmsNormArgs a;
   a.x = x.f32();
@@ -623,7 +750,7 @@ void CudaBackend::linear_rows(const cuda::CudaLinear& w, const void* x, int64_t 
 }
 
 void CudaBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& out) {
-  if (!in_step("linear")) return;
+  if (!enter("linear", &weight, x, out)) return;
   const auto& w = static_cast<const cuda::CudaLinear&>(weight);
   const auto timed = timer_.scope(options_.op_timing, w.label.c_str(), stream_);
   if (x.dtype != DType::kF16 || x.stride != x.cols || x.cols != w.k() || out.dtype != DType::kF32 ||
@@ -637,7 +764,7 @@ void CudaBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& 
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (!in_step("swiglu")) return;
+  if (!enter("swiglu", gate, up, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "swiglu", stream_);
   kernels::elementwise::SwigluArgs a;
   a.gate = gate.f32();
@@ -654,7 +781,7 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
 }
 
 void CudaBackend::gather_output_rows(const Tensor& x, Tensor& out) {
-  if (!in_step("gather_output_rows")) return;
+  if (!enter("gather_output_rows", x, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "gather_output_rows", stream_);
   kernels::elementwise::GatherArgs a;
   a.x = x.data;
@@ -671,7 +798,7 @@ void CudaBackend::gather_output_rows(const Tensor& x, Tensor& out) {
 
 void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg,
                                   const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) {
-  if (!in_step("gated_attention")) return;
+  if (!enter("gated_attention", &p, w.q_norm, w.k_norm, qg, k, v, cache.k, cache.v, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "gated_attention", stream_);
   const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
   const size_t ws = kernels::attention::workspace_bytes(p, batch_->n_tokens(), n_seqs, max_seq_tokens_, max_context_);
@@ -707,7 +834,10 @@ void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeigh
 
 void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
                             const Tensor& b, const Tensor& a_in, GdnStateLayer& state, Tensor& out) {
-  if (!in_step("gdn_layer")) return;
+  if (!enter("gdn_layer", &p, w.conv, w.a_log, w.dt_bias, w.norm_weight, qkv, z, b, a_in, state.conv, state.recurrent,
+             state.conv_ckpt, state.recurrent_ckpt, out)) {
+    return;
+  }
   const auto timed = timer_.scope(options_.op_timing, "gdn_layer", stream_);
   const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
   const kernels::gdn::State ks = gdn_state_view(state);
@@ -758,7 +888,6 @@ Status CudaBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t
 
 void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hidden, Tensor& logits_ws) {
   if (!in_step("lm_head_outputs")) return;
-  const auto timed = timer_.scope(options_.op_timing, "lm_head_outputs", stream_);
   const auto& head = static_cast<const cuda::CudaLinear&>(head_w);
   const auto& outputs = batch_->outputs;
   const auto n_out = static_cast<int64_t>(outputs.size());
@@ -776,6 +905,9 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
       return fail(std::move(s));
     }
   }
+  // The host buffers the outputs are copied into are part of what a captured graph points at.
+  if (!enter("lm_head_outputs", &head_w, hidden, logits_ws, h_logits_.as<void>(), h_hidden_.as<void>())) return;
+  const auto timed = timer_.scope(options_.op_timing, "lm_head_outputs", stream_);
   const size_t sample_ws = kernels::sampling::workspace_bytes(static_cast<int32_t>(chunk), limits_.n_vocab_real);
   if (sample_ws > scratch_bytes_) {
     if (Status s = ensure_scratch(sample_ws); !s.is_ok()) return fail(std::move(s));

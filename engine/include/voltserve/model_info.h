@@ -37,6 +37,8 @@ struct ModelOptions {
   uint64_t synthetic_seed = 1;
   // CUDA: time every op of every step with device events and log the per-op breakdown when the engine stops.
   bool op_timing = false;
+  // CUDA: replay decode-sized steps as CUDA graphs (same tokens as eager launches; off for comparisons).
+  bool cuda_graphs = true;
   // Logit rows that are real tokens (the tokenizer's size); rows past it pad the matrix (Qwen3.5: 248077 of
   // 248320) and are never sampled. 0: every row is real.
   int32_t n_vocab_real = 0;
