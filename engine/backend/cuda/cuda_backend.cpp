@@ -459,6 +459,9 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   n_hidden_rows_ = 0;
   for (int32_t i = 0; i < n_out; ++i) {
     const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
+    if (o.flags & kOutAccept) {  // accepts_drafts() is false: the device acceptance is the CUDA round's (issue 21)
+      return internal_error("cuda backend: speculative acceptance (kOutAccept rows) is not implemented here yet");
+    }
     kernels::sampling::RowParams p = o.sampling;
     p.flags = ((o.flags & kOutSample) ? kernels::sampling::kSample : 0u) |
               ((o.flags & kOutLogprobs) ? kernels::sampling::kLogprobs : 0u);
