@@ -246,7 +246,7 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
       return out_of_range(where + "token " + std::to_string(o.token_index) + " outside the sequence's " +
                           std::to_string(d.n_tokens) + " tokens");
     }
-    if ((o.flags & ~uint32_t{kOutSample | kOutLogprobs | kOutLogits | kOutHidden}) != 0 || o.flags == 0) {
+    if ((o.flags & ~uint32_t{kOutSample | kOutLogprobs | kOutLogits | kOutHidden | kOutAccept}) != 0 || o.flags == 0) {
       return invalid_argument(where + "bad output flags " + std::to_string(o.flags));
     }
     if (o.sampling.n_top_logprobs < 0 || o.sampling.n_top_logprobs > kernels::sampling::kMaxTopLogprobs) {

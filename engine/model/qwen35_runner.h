@@ -45,6 +45,7 @@ class Qwen35Runner final : public ModelRunner {
   Status commit(int32_t slot, int32_t n_keep) override;
 
   const ModelConfig& config() const { return model_->config(); }
+  const Qwen35Cache& cache() const { return cache_; }  // tests: compare states
 
  private:
   Qwen35Runner() = default;

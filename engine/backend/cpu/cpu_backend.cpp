@@ -395,9 +395,14 @@ void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidde
   // A verify item's rows (kOutAccept, consecutive) are decided together: a chunk never splits them.
   auto item_end = [&](int64_t r) {
     const int32_t row = outputs[static_cast<size_t>(r)].row;
+    int32_t seq_end = row + 1;
+    for (const kernels::SeqDesc& q : batch_->seqs) {
+      if (row >= q.row0 && row < q.row0 + q.n_tokens) seq_end = q.row0 + q.n_tokens;
+    }
     int64_t e = r + 1;
     while (e < n_out && (outputs[static_cast<size_t>(e)].flags & kOutAccept) &&
-           outputs[static_cast<size_t>(e)].row == row + static_cast<int32_t>(e - r)) {
+           outputs[static_cast<size_t>(e)].row == row + static_cast<int32_t>(e - r) &&
+           outputs[static_cast<size_t>(e)].row < seq_end) {
       ++e;
     }
     return e;
@@ -473,8 +478,9 @@ void CpuBackend::sample_chunk(const Tensor& hidden, const Tensor& logits, int64_
       continue;
     }
     int64_t n = 1;
-    while (i + n < nr && (outputs[static_cast<size_t>(r0 + i + n)].flags & kOutAccept) &&
-           outputs[static_cast<size_t>(r0 + i + n)].row == o.row + static_cast<int32_t>(n)) {
+    while (s != nullptr && i + n < nr && (outputs[static_cast<size_t>(r0 + i + n)].flags & kOutAccept) &&
+           outputs[static_cast<size_t>(r0 + i + n)].row == o.row + static_cast<int32_t>(n) &&
+           o.row + n < s->row0 + s->n_tokens) {
       ++n;
     }
     if (s == nullptr || o.row != s->row0 || n != s->n_tokens || s->n_draft != n - 1) {
