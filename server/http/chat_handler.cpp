@@ -170,7 +170,7 @@ class ChatSession final : public GenerationSession {
       u.completion_tokens += c.pipeline->n_tokens();
       u.reasoning_tokens += c.pipeline->n_reasoning_tokens();
     }
-    return u;
+    return with_speculation(u);
   }
 
   std::string usage_chunk() const override { return openai::sse_data(openai::chat_usage_chunk(meta_, usage())); }
