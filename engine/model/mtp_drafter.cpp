@@ -70,7 +70,8 @@ Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const
     }
   }
   if (!any) return Status::ok();
-  VS_RETURN_IF_ERROR(head_->forward(b, model.final_hidden(batch.n_tokens()), cache_, page_size_, pass_result_));
+  VS_RETURN_IF_ERROR(head_->forward(b, model.final_residual(batch.n_tokens()), MtpHead::Input::kMainResidual, cache_,
+                                    page_size_, pass_result_));
 
   int32_t depth = 0;
   last_draft_.assign(drafting_.size(), -1);
@@ -102,7 +103,7 @@ Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const
       b.outputs.push_back(greedy_row(static_cast<int32_t>(j)));
     }
     const Tensor hidden = head_->output_hidden(static_cast<int64_t>(drafting_.size()));
-    VS_RETURN_IF_ERROR(head_->forward(b, hidden, cache_, page_size_, pass_result_));
+    VS_RETURN_IF_ERROR(head_->forward(b, hidden, MtpHead::Input::kDraftHidden, cache_, page_size_, pass_result_));
     for (size_t j = 0; j < drafting_.size(); ++j) {
       const Drafting& d = drafting_[j];
       const RowResult& r = pass_result_.rows[j];

@@ -18,7 +18,8 @@ std::string mtp_name(std::string_view suffix) { return std::string(kMtpPrefix) +
 bool checkpoint_has_mtp(const Checkpoint& checkpoint) { return checkpoint.contains(mtp_name("fc.weight")); }
 
 Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const ModelConfig& config, Backend& backend,
-                                               const PreparedLinear& embed, const PreparedLinear& lm_head) {
+                                               const PreparedLinear& embed, const PreparedLinear& lm_head,
+                                               const Tensor& final_norm) {
   if (config.mtp_num_hidden_layers < 1) {
     return not_found(source.describe() + ": config.json has mtp_num_hidden_layers 0: the model has no MTP head");
   }
@@ -30,6 +31,7 @@ Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const Mod
   h->backend_ = &backend;
   h->embed_ = &embed;
   h->lm_head_ = &lm_head;
+  h->final_norm_ = final_norm;
   const int64_t H = config.hidden_size, hd = config.head_dim, nh = config.n_heads, nkv = config.n_kv_heads;
   auto linear = [&](std::initializer_list<std::pair<std::string, int64_t>> parts,
                     int64_t k) -> Result<std::unique_ptr<PreparedLinear>> {
@@ -92,6 +94,7 @@ Status MtpHead::configure(int32_t max_rows, int32_t max_outputs) {
   const int64_t T = max_rows, H = c.hidden_size;
   const auto& a = w_.layer.attn;
   VS_ASSIGN_OR_RETURN(ws_.embedded, be.alloc(T, H, DType::kF32, "MTP workspace embedded"));
+  VS_ASSIGN_OR_RETURN(ws_.hidden32, be.alloc(T, H, DType::kF32, "MTP workspace fp32 hidden"));
   VS_ASSIGN_OR_RETURN(ws_.concat, be.alloc(T, 2 * H, act, "MTP workspace concat"));
   VS_ASSIGN_OR_RETURN(ws_.residual, be.alloc(T, H, DType::kF32, "MTP workspace residual"));
   VS_ASSIGN_OR_RETURN(ws_.normed, be.alloc(T, H, act, "MTP workspace normed"));
@@ -102,8 +105,9 @@ Status MtpHead::configure(int32_t max_rows, int32_t max_outputs) {
   VS_ASSIGN_OR_RETURN(ws_.mlp_act, be.alloc(T, c.intermediate_size, act, "MTP workspace MLP activation"));
   VS_ASSIGN_OR_RETURN(ws_.logits, be.alloc(std::min(max_outputs, kMaxLogitsRows), c.vocab_size, DType::kF32,
                                            "MTP workspace draft logits"));
+  VS_ASSIGN_OR_RETURN(ws_.out_act, be.alloc(max_outputs, H, act, "MTP workspace output rows"));
   for (Tensor& t : hidden_out_) {
-    VS_ASSIGN_OR_RETURN(t, be.alloc(max_outputs, H, act, "MTP output hidden states"));
+    VS_ASSIGN_OR_RETURN(t, be.alloc(max_outputs, H, DType::kF32, "MTP output hidden states"));
   }
   return Status::ok();
 }
@@ -117,11 +121,12 @@ Result<KvCacheLayer> MtpHead::alloc_cache(int32_t page_size, int32_t n_pages) co
   return kv;
 }
 
-Status MtpHead::forward(const StepBatch& batch, const Tensor& hidden_in, KvCacheLayer& cache, int32_t page_size,
-                        StepResult& result) {
+Status MtpHead::forward(const StepBatch& batch, const Tensor& hidden_in, Input input, KvCacheLayer& cache,
+                        int32_t page_size, StepResult& result) {
   if (max_rows_ == 0) return internal_error("MtpHead::forward before configure");
   const int64_t T = batch.n_tokens();
   const auto n_out = static_cast<int64_t>(batch.outputs.size());
+  if (hidden_in.dtype != DType::kF32) return internal_error("MtpHead::forward: the hidden input must be fp32");
   if (T > max_rows_ || n_out > max_outputs_ || hidden_in.rows < T) {
     return internal_error("MTP pass of " + std::to_string(T) + " rows and " + std::to_string(n_out) +
                           " outputs exceeds its workspace (" + std::to_string(max_rows_) + ", " +
@@ -145,11 +150,17 @@ Status MtpHead::forward(const StepBatch& batch, const Tensor& hidden_in, KvCache
   Tensor gate_up = ws_.gate_up.first_rows(T);
   Tensor mlp_act = ws_.mlp_act.first_rows(T);
   const Tensor hidden = hidden_in.first_rows(T);
+  Tensor hidden32 = ws_.hidden32.first_rows(T);
 
   // u = fc([norm(embed(x_{i+1})) ; norm(h_i)])
   be.embed(*embed_, embedded);
   be.rms_norm(embedded, w_.pre_fc_norm_embedding, eps, e_part);
-  be.rms_norm(hidden, w_.pre_fc_norm_hidden, eps, h_part);
+  if (input == Input::kMainResidual) {
+    be.rms_norm(hidden, final_norm_, eps, hidden32);  // h_i, as the main model's final norm forms it
+    be.rms_norm(hidden32, w_.pre_fc_norm_hidden, eps, h_part);
+  } else {
+    be.rms_norm(hidden, w_.pre_fc_norm_hidden, eps, h_part);
+  }
   be.linear(*w_.fc, concat, residual);
   // the full-attention decoder layer (MODEL.md §2.3, §2.5, §2.4), then mtp.norm
   be.rms_norm(residual, L.input_norm, eps, normed);
@@ -163,13 +174,16 @@ Status MtpHead::forward(const StepBatch& batch, const Tensor& hidden_in, KvCache
   be.linear(*L.gate_up, normed, gate_up);
   be.swiglu(gate_up.columns(0, I), gate_up.columns(I, I), mlp_act);
   be.linear(*L.down_proj, mlp_act, mixed);
-  be.rms_norm_residual(mixed, residual, w_.norm, eps, normed);  // normed = h'
+  be.rms_norm_residual(mixed, residual, w_.norm, eps, normed);  // normed = h' in the activation dtype
   if (n_out > 0) {
     const int next = 1 - current_;
     Tensor out_hidden = hidden_out_[next].first_rows(n_out);
+    Tensor out_act = ws_.out_act.first_rows(n_out);
     Tensor logits = ws_.logits;
-    be.gather_output_rows(normed, out_hidden);
-    be.lm_head_outputs(*lm_head_, out_hidden, logits);
+    be.rms_norm(residual, w_.norm, eps, hidden32);  // h' in fp32 for the next chain step
+    be.gather_output_rows(hidden32, out_hidden);
+    be.gather_output_rows(normed, out_act);
+    be.lm_head_outputs(*lm_head_, out_act, logits);
     current_ = next;
   }
   return be.end_step(result);

@@ -103,12 +103,14 @@ Status Qwen35Runner::load_drafter(const RunnerOptions& options) {
   std::unique_ptr<MtpHead> head;
   if (!mo.synthetic_config.empty()) {
     SyntheticWeights source(c, mo.synthetic_seed + 1, mo.synthetic_config);
-    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output()));
+    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
+                                                model_->final_norm()));
   } else {
     VS_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(mo.model_dir));
     if (!checkpoint_has_mtp(checkpoint)) return off("the checkpoint has no mtp.* tensors");
     CheckpointWeights source(checkpoint, c);
-    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output()));
+    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
+                                                model_->final_norm()));
   }
   VS_RETURN_IF_ERROR(head->configure(options.max_step_tokens, mo.n_slots));
   VS_ASSIGN_OR_RETURN(KvCacheLayer kv, head->alloc_cache(geometry_.page_size, geometry_.n_pages));

@@ -74,7 +74,8 @@ TEST_CASE("MTP head: draft logits and the greedy draft chain equal the PyTorch r
   REQUIRE(ckpt.is_ok());
   REQUIRE(checkpoint_has_mtp(*ckpt));
   CheckpointWeights source(*ckpt, cfg);
-  auto head = MtpHead::load(source, cfg, *backend, (*model)->embedding(), (*model)->output());
+  auto head = MtpHead::load(source, cfg, *backend, (*model)->embedding(), (*model)->output(),
+                            (*model)->final_norm());
   INFO(head.status().to_string());
   REQUIRE(head.is_ok());
   REQUIRE((*head)->configure(128, 32).is_ok());
@@ -114,7 +115,7 @@ TEST_CASE("MTP head: draft logits and the greedy draft chain equal the PyTorch r
     chain_row.sampling.temperature = 0.0f;
     pass.outputs.push_back(chain_row);
     StepResult r;
-    REQUIRE((*head)->forward(pass, (*model)->final_hidden(n), *kv, 16, r).is_ok());
+    REQUIRE((*head)->forward(pass, (*model)->final_residual(n), MtpHead::Input::kMainResidual, *kv, 16, r).is_ok());
     REQUIRE(r.logits.size() == pass.outputs.size() * vocab);
     float worst = 0.0f;
     for (size_t i = 0; i < positions.size(); ++i) {
@@ -139,7 +140,7 @@ TEST_CASE("MTP head: draft logits and the greedy draft chain equal the PyTorch r
       o.sampling.temperature = 0.0f;
       step.outputs = {o};
       StepResult sr;
-      REQUIRE((*head)->forward(step, h, *kv, 16, sr).is_ok());
+      REQUIRE((*head)->forward(step, h, MtpHead::Input::kDraftHidden, *kv, 16, sr).is_ok());
       chain_worst = std::max(chain_worst, max_abs_diff(sr.logits.data(), chain_logits[s].get<std::vector<float>>()));
       drafts.push_back(sr.rows[0].token);
       h = (*head)->output_hidden(1);
@@ -158,12 +159,14 @@ TEST_CASE("MTP head: a model without mtp tensors or without mtp layers is refuse
   REQUIRE(ckpt.is_ok());
   CHECK_FALSE(checkpoint_has_mtp(*ckpt));
   CheckpointWeights source(*ckpt, (*model)->config());
-  auto head = MtpHead::load(source, (*model)->config(), *backend, (*model)->embedding(), (*model)->output());
+  auto head = MtpHead::load(source, (*model)->config(), *backend, (*model)->embedding(), (*model)->output(),
+                            (*model)->final_norm());
   REQUIRE_FALSE(head.is_ok());
   CHECK(head.status().message().find("mtp_num_hidden_layers") != std::string::npos);
   ModelConfig with_layers = (*model)->config();
   with_layers.mtp_num_hidden_layers = 1;
-  auto missing = MtpHead::load(source, with_layers, *backend, (*model)->embedding(), (*model)->output());
+  auto missing = MtpHead::load(source, with_layers, *backend, (*model)->embedding(), (*model)->output(),
+                            (*model)->final_norm());
   REQUIRE_FALSE(missing.is_ok());
   CHECK(missing.status().message().find("mtp.fc") != std::string::npos);
 }
