@@ -183,7 +183,10 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
     // A request without a seed gets one from the engine's random base, so two such requests differ.
     rp.seed = sp.seed ? *sp.seed : mix_seed(seed_base_, id);
     seq->logit_bias = sp.logit_bias;
-    const int32_t k = seq->request.max_new_tokens == 0 ? 0 : seq->request.speculative_k.value_or(spec_default_k_);
+    // "auto" on an engine that does not speculate is plain decoding (validation refuses only a k > 0 there).
+    const int32_t k = seq->request.max_new_tokens == 0 || spec_max_k_ == 0
+                          ? 0
+                          : seq->request.speculative_k.value_or(spec_default_k_);
     seq->spec = SpecState(k, spec_max_k_);
     live_ids_.insert(id);
     ++n_waiting_;

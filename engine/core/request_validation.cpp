@@ -70,7 +70,7 @@ Status validate_request(const Request& r, const RequestLimits& limits) {
       return invalid_argument("speculative_k must be 0 (off), -1 (auto) or 1.." +
                               std::to_string(limits.max_speculative_k) + ", got " + std::to_string(k));
     }
-    if (k != 0 && limits.max_speculative_k == 0) {
+    if (k > 0 && limits.max_speculative_k == 0) {  // auto there is plain decoding
       return invalid_argument("speculative_k: this engine does not speculate (" + limits.no_speculation_reason + ")");
     }
     if (k > limits.max_speculative_k) {

@@ -187,7 +187,8 @@ void read_generation_options(const Json& body, const RequestLimits& limits, bool
     } else {
       out.speculative_k = static_cast<int32_t>(integer_value(*k, "speculative_k", 0, 1024));
     }
-    if (*out.speculative_k != 0 && limits.max_speculative_k == 0) {
+    // "auto" is the server's choice, so a server that does not speculate takes it (and 0) as plain decoding.
+    if (*out.speculative_k > 0 && limits.max_speculative_k == 0) {
       fail_unsupported("speculative_k", "'speculative_k': this server does not speculate (the model has no MTP head, "
                                         "its backend cannot verify drafts, or --max-speculative-k is 0)");
     }

@@ -373,6 +373,14 @@ TEST_CASE("speculative_k is validated against the engine's limit and the model",
   auto asked = (*none)->submit(r, sink);
   REQUIRE_FALSE(asked.is_ok());
   CHECK(asked.status().message().find("speculative_k") != std::string::npos);
+  // "auto" there is the engine's choice: plain decoding, no drafts (greedy, so the tokens are comparable).
+  r.sampling.temperature = 0.0f;
+  r.speculative_k = std::nullopt;
+  auto greedy_default = run_all(**none, {r});
+  r.speculative_k = kSpeculativeAuto;
+  auto automatic = run_all(**none, {r});
+  CHECK(automatic[0].tokens == greedy_default[0].tokens);
+  CHECK(automatic[0].final_event.n_tokens_drafted == 0);
 }
 
 }  // namespace voltserve
