@@ -423,4 +423,81 @@ TEST_CASE("CUDA: a seeded sampled request gives the same tokens whatever else is
   CHECK(same);
 }
 
+
+TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the MTP fixtures", "[gpu]") {
+  int cc = 0;
+  if (!have_gpu(&cc)) SKIP("no CUDA device");
+  for (const char* name : {"tiny-mtp", "tiny-mtp-copy"}) {
+    ModelOptions mo;
+    mo.model_dir = fixture_dir(name).string();
+    mo.backend = "cuda";
+    mo.max_context = 256;
+    EngineConfig ec;
+    ec.max_running = 4;
+    ec.max_tokens_per_step = 64;
+    ec.prefill_chunk = 64;
+    ec.max_speculative_k = 8;
+    auto engine = Engine::load(mo, ec);
+    REQUIRE(engine.is_ok());
+    REQUIRE((*engine)->stats().max_speculative_k == 8);  // the MTP head loaded and the backend verifies drafts
+    struct Out {
+      std::vector<int32_t> tokens;
+      Event final_event;
+    };
+    auto run = [&](Request r) {
+      std::mutex mu;
+      std::condition_variable cv;
+      Out out;
+      bool done = false;
+      REQUIRE((*engine)->submit(r, [&](Event ev) {
+                         std::lock_guard lk(mu);
+                         out.tokens.insert(out.tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
+                         if (ev.finished) {
+                           out.final_event = std::move(ev);
+                           done = true;
+                           cv.notify_all();
+                         }
+                       }).is_ok());
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return done; });
+      return out;
+    };
+    for (const RefPrompt& p : prompts(name)) {
+      Request r;
+      r.prompt_ids = p.ids;
+      r.max_new_tokens = 24;
+      r.sampling.temperature = 0.0f;
+      r.speculative_k = 0;
+      const Out plain = run(r);
+      REQUIRE(plain.final_event.finish_reason == FinishReason::kLength);
+      size_t same_as_ref = 0;
+      while (same_as_ref < plain.tokens.size() && same_as_ref < p.greedy.size() &&
+             plain.tokens[same_as_ref] == p.greedy[same_as_ref]) {
+        ++same_as_ref;
+      }
+      for (int32_t k : {1, 3, 8, kSpeculativeAuto}) {
+        r.speculative_k = k;
+        const Out spec = run(r);
+        size_t first_diff = 0;
+        while (first_diff < spec.tokens.size() && first_diff < plain.tokens.size() &&
+               spec.tokens[first_diff] == plain.tokens[first_diff]) {
+          ++first_diff;
+        }
+        const Event& e = spec.final_event;
+        std::printf("cuda speculative %s prompt %zu k=%d: %s (first difference at %zu of %zu), drafted %d accepted %d; "
+                    "plain = transformers greedy for %zu tokens\n",
+                    name, p.ids.size(), k, spec.tokens == plain.tokens ? "same as plain" : "DIFFERENT", first_diff,
+                    plain.tokens.size(), e.n_tokens_drafted, e.n_tokens_accepted, same_as_ref);
+        CHECK(spec.tokens == plain.tokens);
+        CHECK(e.n_tokens_drafted > 0);
+        // The copied MTP layer drafts well on the CPU (k = 1 greedy acceptance 0.87-0.91): on the GPU too, or the
+        // head's device pass is wrong.
+        if (std::string(name) == "tiny-mtp-copy" && k == 1) {
+          CHECK(e.n_tokens_accepted >= e.n_tokens_drafted / 2);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace voltserve
