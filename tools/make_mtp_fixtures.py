@@ -17,12 +17,13 @@ plus, per prompt, "mtp": draft logits of the teacher-forced MTP pass over the pr
 position i, tools/mtp.py) at chosen positions, and a greedy draft chain of MTP_CHAIN steps from the prompt's end
 (first step (h_{n-1}, x_n) with x_n the main model's greedy token), with its logits and tokens.
 
---add-to DIR adds random mtp.* weights to an existing fixture folder and leaves everything else as it is: the
-bundled tests/fixtures/models/tiny-chat (made by tools/make_fixtures.py) carries one, so the server and the e2e
-suites run with speculative decoding on by default.
+--add-to DIR adds random mtp.* weights to a fixture folder and leaves its other tensors as they are:
+tests/fixtures/models/tiny-chat-mtp is a copy of tiny-chat's config.json and model.safetensors (made by
+tools/make_fixtures.py; the tokenizer files are links to tiny-chat's) given an MTP head this way, so the e2e_spec_*
+suites serve a speculating model while tiny-chat stays as it is.
 
 Usage: python3 tools/make_mtp_fixtures.py [--out tests/fixtures/models] [--only NAME ...]
-       python3 tools/make_mtp_fixtures.py --add-to tests/fixtures/models/tiny-chat
+       python3 tools/make_mtp_fixtures.py --add-to tests/fixtures/models/tiny-chat-mtp
 Needs transformers >= 5.2, torch (CPU) and safetensors. CI does not run this; the outputs are committed.
 """
 import argparse
@@ -152,6 +153,7 @@ def add_mtp_tensors(out, state):
     cfg["mtp_use_dedicated_embeddings"] = False
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=2)
+        f.write("\n")
 
 
 def write_model(name, spec, out_root, seed):
