@@ -496,6 +496,18 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
           CHECK(e.n_tokens_accepted >= e.n_tokens_drafted / 2);
         }
       }
+      // Greedy with penalties: the host acceptance brings the slot's counts down and writes the accepted drafts back.
+      Request pen = r;
+      pen.sampling.presence_penalty = 1.0f;
+      pen.sampling.frequency_penalty = 0.5f;
+      pen.speculative_k = 0;
+      const Out pen_plain = run(pen);
+      pen.speculative_k = 3;
+      const Out pen_spec = run(pen);
+      std::printf("cuda speculative %s prompt %zu k=3 with penalties: %s, drafted %d accepted %d\n", name,
+                  p.ids.size(), pen_spec.tokens == pen_plain.tokens ? "same as plain" : "DIFFERENT",
+                  pen_spec.final_event.n_tokens_drafted, pen_spec.final_event.n_tokens_accepted);
+      CHECK(pen_spec.tokens == pen_plain.tokens);
     }
   }
 }

@@ -151,6 +151,40 @@ TEST_CASE("Speculative greedy output is identical to plain greedy output for eve
   }
 }
 
+TEST_CASE("Speculative greedy output with penalties and logit_bias is identical to plain", "[golden]") {
+  // Row j of a verify item must see the penalty counts of d1..dj; the step's update must not count the drafts; the
+  // accepted ones must be counted afterwards. Any slip changes a penalised greedy argmax somewhere.
+  const std::string name = GENERATE("tiny-mtp", "tiny-mtp-copy");
+  INFO("fixture " << name);
+  auto engine = make_engine(name, 8);
+  const int32_t vocab = engine->vocab_size();
+  std::vector<Request> requests;
+  for (uint64_t seed = 0; seed < 4; ++seed) {
+    Request base;
+    base.prompt_ids = prompt(5 + 9 * static_cast<int32_t>(seed), 301 + seed, vocab);
+    base.max_new_tokens = 32;
+    base.sampling.temperature = 0.0f;
+    base.sampling.presence_penalty = seed % 2 ? 0.8f : 0.0f;
+    base.sampling.frequency_penalty = 0.6f;
+    base.sampling.repetition_penalty = seed % 2 ? 1.0f : 1.3f;
+    base.sampling.logit_bias = {{static_cast<int32_t>(seed * 7 % vocab), 2.0f}};
+    for (int32_t k : {0, 1, 3, 8, kSpeculativeAuto}) {
+      Request r = base;
+      r.speculative_k = k;
+      requests.push_back(r);
+    }
+  }
+  const auto out = run_all(*engine, requests);
+  int64_t drafted = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const size_t plain = i - i % 5;
+    INFO("request " << i << ", speculative_k " << *requests[i].speculative_k);
+    CHECK(out[i].tokens == out[plain].tokens);
+    drafted += out[i].final_event.n_tokens_drafted;
+  }
+  CHECK(drafted > 0);
+}
+
 TEST_CASE("A stop token or max_new_tokens inside an accepted run ends it exactly where plain decoding ends", "[golden]") {
   auto engine = make_engine("tiny-mtp-copy", 15);
   const int32_t vocab = engine->vocab_size();
