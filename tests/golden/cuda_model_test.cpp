@@ -22,6 +22,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "model/qwen35_runner.h"
+#include "support/mtp_reference.h"
 #include "support/runner_steps.h"
 #include "support/tolerances.h"
 #include "voltserve/engine.h"
@@ -423,6 +424,28 @@ TEST_CASE("CUDA: a seeded sampled request gives the same tokens whatever else is
   CHECK(same);
 }
 
+
+TEST_CASE("CUDA: the MTP head's draft logits and chain are within tolerance of the PyTorch reference", "[gpu]") {
+  int cc = 0;
+  if (!have_gpu(&cc)) SKIP("no CUDA device");
+  for (const char* family : {"sm70", "sm80"}) {
+    if (std::string(family) == "sm80" && cc < 80) continue;
+    for (const char* name : {"tiny-mtp", "tiny-mtp-copy"}) {
+      CudaBackendOptions o;
+      o.kernel_family = family;
+      auto backend = make_cuda_backend(o);
+      REQUIRE(backend.is_ok());
+      const testing::MtpReferenceDiff d = testing::check_mtp_against_reference(fixture_dir(name), **backend);
+      const float tf_tol = one_pass_tolerance(d.max_abs_logit), chain_tol = decode_tolerance(d.max_abs_logit);
+      std::printf("cuda MTP %s %s: teacher-forced max|diff|=%.3g (tol %.3g), chain max|diff|=%.3g (tol %.3g), "
+                  "chain drafts %s, max|logit| %.1f\n",
+                  name, family, d.teacher_forced_worst, tf_tol, d.chain_worst, chain_tol,
+                  d.drafts_equal ? "equal" : "DIFFERENT", d.max_abs_logit);
+      CHECK(d.teacher_forced_worst <= tf_tol);
+      CHECK(d.chain_worst <= chain_tol);
+    }
+  }
+}
 
 TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the MTP fixtures", "[gpu]") {
   int cc = 0;
