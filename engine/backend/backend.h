@@ -20,6 +20,7 @@
 #include "common/step_desc.h"
 #include "gdn/gdn.h"
 #include "linear/linear_ref.h"
+#include "sampling/accept.h"
 #include "sampling/sampling.h"
 #include "voltserve/status.h"
 
@@ -115,6 +116,10 @@ enum OutputFlags : uint32_t {
   kOutLogprobs = 2u,  // with kOutSample: its logprob and sampling.n_top_logprobs alternatives
   kOutLogits = 4u,    // the full fp32 logits row
   kOutHidden = 8u,    // the final-normed hidden state (the MTP head's input)
+  // With kOutSample, on every row of a verify item whose tokens after the first are drafts (SeqDesc::n_draft): the
+  // rows' logits decide which drafts are accepted (kernels/sampling/accept.h); row j's result is the token emitted
+  // there, rows past the accepted run are kRowNotReached. The rows are consecutive outputs, in token order.
+  kOutAccept = 16u,
 };
 struct OutputRow {
   int32_t row = 0;
@@ -141,6 +146,9 @@ struct RowResult {
   int32_t nan_index = -1;  // status kNanLogits: the first NaN id
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // kOutLogprobs: (id, logprob), descending
+  // The MTP head's greedy drafts after this row's token (ModelRunner: the last emitted row of a sequence that asked
+  // for SeqStep::n_draft drafts).
+  std::vector<int32_t> drafts;
 };
 struct StepResult {
   std::vector<RowResult> rows;
@@ -170,6 +178,8 @@ class Backend {
   // Bytes the prepared weights take, and the device's measured read bandwidth (0 where not measured).
   virtual int64_t weight_bytes() const = 0;
   virtual double read_gbps() const { return 0.0; }
+  // Whether lm_head_outputs runs the speculative acceptance of kOutAccept rows.
+  virtual bool accepts_drafts() const { return false; }
 
   // Memory owned by the backend until it is destroyed; zeroed. `what` names it in errors.
   virtual Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) = 0;
@@ -242,6 +252,8 @@ Status run_step(Backend& backend, F&& once) {
 struct CpuBackendOptions {
   int32_t n_threads = 0;  // 0: min(hardware threads, 8)
   GdnMode gdn_mode = GdnMode::kAuto;
+  // Tests only: a deliberately wrong acceptance rule, to prove the statistical tests can fail.
+  kernels::sampling::AcceptRule accept_rule = kernels::sampling::AcceptRule::kExact;
 };
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);
 

@@ -17,6 +17,7 @@ std::unique_ptr<Backend> cpu_backend(const BackendOptions& options) {
   CpuBackendOptions cpu;
   cpu.n_threads = options.n_threads;
   cpu.gdn_mode = options.gdn_mode;
+  cpu.accept_rule = options.accept_rule;
   return make_cpu_backend(cpu);
 }
 

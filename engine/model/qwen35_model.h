@@ -51,6 +51,14 @@ class Qwen35Model {
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }
+  // What the MTP head shares with the model: the embedding, the lm_head, and, after forward(), the final-normed
+  // hidden states of the step's rows ([n_tokens, hidden], activation dtype; valid until the next forward()).
+  const PreparedLinear& embedding() const { return *weights_.embed; }
+  const PreparedLinear& output() const { return weights_.output(); }
+  Tensor final_hidden(int64_t n_tokens) const { return workspace_.normed.first_rows(n_tokens); }
+  // The same rows before the final norm (fp32 on every backend: the MTP head's input, normed there in fp32).
+  Tensor final_residual(int64_t n_tokens) const { return workspace_.residual.first_rows(n_tokens); }
+  const Tensor& final_norm() const { return weights_.final_norm; }
 
   // Allocates the workspace and the backend's step buffers for steps within `limits` (once).
   Status configure(const ModelStepLimits& limits);

@@ -4,7 +4,12 @@
 #include <algorithm>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "backend/backend_factory.h"
+#include "common/named_logger.h"
+#include "model/checkpoint.h"
+#include "model/weight_provider.h"
 
 namespace voltserve {
 
@@ -30,6 +35,7 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   bo.kernel_family = mo.kernel_family;
   bo.op_timing = mo.op_timing;
   bo.cuda_graphs = mo.cuda_graphs;
+  bo.accept_rule = options.accept_rule;
   VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
   if (!mo.synthetic_config.empty()) {
     VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load_synthetic(mo.synthetic_config, mo.synthetic_seed, *r->backend_));
@@ -46,8 +52,9 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   r->geometry_.n_pages = mo.n_pages > 0 ? mo.n_pages : pages_per_seq * mo.n_slots;
   r->geometry_.max_verify_tokens = options.max_verify_tokens;
   r->capacity_.max_tokens = options.max_step_tokens;
+  VS_RETURN_IF_ERROR(r->load_drafter(options));
   VS_ASSIGN_OR_RETURN(r->cache_, r->model_->alloc_cache(r->geometry_.page_size, r->geometry_.n_pages,
-                                                        r->geometry_.n_slots, options.max_verify_tokens));
+                                                        r->geometry_.n_slots, r->geometry_.max_verify_tokens));
 
   const std::filesystem::path named = mo.synthetic_config.empty() ? std::filesystem::path(mo.model_dir)
                                                                    : std::filesystem::path(mo.synthetic_config).stem();
@@ -80,6 +87,40 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   VS_RETURN_IF_ERROR(r->model_->configure(limits));
   r->verify_tokens_.assign(static_cast<size_t>(mo.n_slots), 0);
   return r;
+}
+
+Status Qwen35Runner::load_drafter(const RunnerOptions& options) {
+  if (options.max_draft_tokens <= 0) return Status::ok();
+  const ModelOptions& mo = options.model;
+  const ModelConfig& c = model_->config();
+  auto off = [&](const std::string& why) {
+    named_logger("engine").info("speculative decoding off: {}", why);
+    return Status::ok();
+  };
+  if (!backend_->accepts_drafts()) {
+    return off("the " + backend_->name() + " backend does not verify drafts yet (the CPU backend does)");
+  }
+  if (c.mtp_num_hidden_layers < 1) return off("the model has no MTP head (config.json mtp_num_hidden_layers is 0)");
+  std::unique_ptr<MtpHead> head;
+  if (!mo.synthetic_config.empty()) {
+    SyntheticWeights source(c, mo.synthetic_seed + 1, mo.synthetic_config);
+    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
+                                                model_->final_norm()));
+  } else {
+    VS_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(mo.model_dir));
+    if (!checkpoint_has_mtp(checkpoint)) return off("the checkpoint has no mtp.* tensors");
+    CheckpointWeights source(checkpoint, c);
+    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
+                                                model_->final_norm()));
+  }
+  VS_RETURN_IF_ERROR(head->configure(options.max_step_tokens, mo.n_slots));
+  VS_ASSIGN_OR_RETURN(KvCacheLayer kv, head->alloc_cache(geometry_.page_size, geometry_.n_pages));
+  drafter_ = std::make_unique<MtpDrafter>(std::move(head), std::move(kv), geometry_.page_size);
+  geometry_.max_draft_tokens = options.max_draft_tokens;
+  geometry_.max_verify_tokens = std::max(geometry_.max_verify_tokens, options.max_draft_tokens + 1);
+  named_logger("engine").info("speculative decoding: MTP head loaded, up to {} drafts per round",
+                              options.max_draft_tokens);
+  return Status::ok();
 }
 
 Status Qwen35Runner::reset_slot(int32_t slot) {
@@ -118,15 +159,31 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
       return out_of_range(where + "positions up to " + std::to_string(end) + " exceed the context length " +
                           std::to_string(info_.context_length));
     }
+    if ((s.mtp || s.n_draft != 0) && !drafter_) {
+      return invalid_argument(where + "asks for the MTP head, but the runner has none (max_draft_tokens 0)");
+    }
+    if (s.n_draft < 0 || s.n_draft > geometry_.max_draft_tokens || (s.n_draft > 0 && !s.mtp)) {
+      return invalid_argument(where + "n_draft " + std::to_string(s.n_draft) + " outside [0, " +
+                              std::to_string(geometry_.max_draft_tokens) + "] (or without mtp)");
+    }
+    if (s.next_token >= info_.vocab_size) {
+      return invalid_argument(where + "next_token " + std::to_string(s.next_token) + " is outside the vocabulary");
+    }
     if (s.verify && static_cast<int32_t>(s.tokens.size()) > geometry_.max_verify_tokens) {
       return invalid_argument(where + "a verify item of " + std::to_string(s.tokens.size()) +
                               " tokens; the runner keeps checkpoints for " +
                               std::to_string(geometry_.max_verify_tokens));
     }
-    const int64_t pages_needed = (end + geometry_.page_size - 1) / geometry_.page_size;
+    // The draft chain writes MTP KV past the computed tokens: positions up to end + n_draft - 2.
+    const int64_t written = end + std::max(0, s.n_draft - 1);
+    if (written > info_.context_length) {
+      return out_of_range(where + "drafts up to position " + std::to_string(written - 1) +
+                          " exceed the context length " + std::to_string(info_.context_length));
+    }
+    const int64_t pages_needed = (written + geometry_.page_size - 1) / geometry_.page_size;
     if (static_cast<int64_t>(s.page_table.size()) < pages_needed) {
       return invalid_argument(where + "page_table has " + std::to_string(s.page_table.size()) +
-                              " pages, positions [0, " + std::to_string(end) + ") need " +
+                              " pages, positions [0, " + std::to_string(written) + ") need " +
                               std::to_string(pages_needed));
     }
     kernels::SeqDesc d;
@@ -154,6 +211,31 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
     b.seqs.push_back(d);
     b.tokens.insert(b.tokens.end(), s.tokens.begin(), s.tokens.end());
   }
+  // Verify items whose rows ask for acceptance: every token a kOutAccept sample row, in order, consecutive.
+  for (size_t i = 0; i < request.outputs.size();) {
+    const RowRequest& o = request.outputs[i];
+    if (!(o.flags & kOutAccept)) {
+      ++i;
+      continue;
+    }
+    const std::string where = "output " + std::to_string(i) + ": ";
+    if (!backend_->accepts_drafts()) return invalid_argument(where + "the backend does not verify drafts");
+    if (o.seq < 0 || o.seq >= static_cast<int32_t>(b.seqs.size()) || !request.seqs[static_cast<size_t>(o.seq)].verify) {
+      return invalid_argument(where + "kOutAccept on a sequence that is not a verify item");
+    }
+    kernels::SeqDesc& d = b.seqs[static_cast<size_t>(o.seq)];
+    for (int32_t t = 0; t < d.n_tokens; ++t) {
+      const size_t at = i + static_cast<size_t>(t);
+      if (at >= request.outputs.size() || request.outputs[at].seq != o.seq ||
+          request.outputs[at].token_index != t ||
+          (request.outputs[at].flags & (kOutAccept | kOutSample)) != (kOutAccept | kOutSample)) {
+        return invalid_argument(where + "a verify item's accept rows must be kOutSample | kOutAccept rows for its " +
+                                std::to_string(d.n_tokens) + " tokens, in order");
+      }
+    }
+    d.n_draft = d.n_tokens - 1;
+    i += static_cast<size_t>(d.n_tokens);
+  }
   const std::pair<int32_t, float>* last_bias = nullptr;
   int32_t last_offset = 0, last_count = 0;
   for (size_t i = 0; i < request.outputs.size(); ++i) {
@@ -167,7 +249,7 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
       return out_of_range(where + "token " + std::to_string(o.token_index) + " outside the sequence's " +
                           std::to_string(d.n_tokens) + " tokens");
     }
-    if ((o.flags & ~uint32_t{kOutSample | kOutLogprobs | kOutLogits | kOutHidden}) != 0 || o.flags == 0) {
+    if ((o.flags & ~uint32_t{kOutSample | kOutLogprobs | kOutLogits | kOutHidden | kOutAccept}) != 0 || o.flags == 0) {
       return invalid_argument(where + "bad output flags " + std::to_string(o.flags));
     }
     if (o.sampling.n_top_logprobs < 0 || o.sampling.n_top_logprobs > kernels::sampling::kMaxTopLogprobs) {
@@ -204,6 +286,14 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
   VS_RETURN_IF_ERROR(build_batch(request));
   if (batch_.tokens.empty()) return Status::ok();
   VS_RETURN_IF_ERROR(model_->forward(batch_, cache_, result));
+  if (drafter_) {
+    for (const SeqStep& s : request.seqs) {
+      if (s.mtp) {
+        VS_RETURN_IF_ERROR(drafter_->run(request, batch_, *model_, result));
+        break;
+      }
+    }
+  }
   for (const kernels::SeqDesc& d : batch_.seqs) verify_tokens_[static_cast<size_t>(d.slot)] = d.ckpt >= 0 ? d.n_tokens : 0;
   return Status::ok();
 }

@@ -943,7 +943,8 @@ __global__ void update_penalties_kernel(const PenaltyState s, const int32_t* tok
                                         int32_t n_rows) {
   const SeqDesc q = seqs[blockIdx.x];
   if (q.slot < 0 || q.slot >= s.n_slots || q.n_tokens <= 0) return;
-  for (int32_t t = threadIdx.x; t < q.n_tokens; t += blockDim.x) {
+  const int32_t n_counted = q.n_tokens - (q.n_draft > 0 ? q.n_draft : 0);  // drafts: counted when accepted
+  for (int32_t t = threadIdx.x; t < n_counted; t += blockDim.x) {
     const int32_t at = q.row0 + t;
     if (at < 0 || at >= n_rows) continue;
     const int32_t id = tokens[at];

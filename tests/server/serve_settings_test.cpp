@@ -65,3 +65,26 @@ TEST_CASE("presets in config/ are valid", "[unit]") {
 TEST_CASE("the default model is the bundled fixture", "[unit]") {
   CHECK(std::filesystem::exists(default_model_dir() / "config.json"));
 }
+
+TEST_CASE("speculative_k and max_speculative_k come from the config file", "[unit]") {
+  ServeSettings s;
+  CHECK(s.speculative_k == -1);  // auto
+  REQUIRE(apply_config_file(write("vs_cfg_spec.json", R"({"speculative_k": 3, "max_speculative_k": 5})"), s).is_ok());
+  CHECK(s.speculative_k == 3);
+  CHECK(s.max_speculative_k == 5);
+  REQUIRE(apply_config_file(write("vs_cfg_spec_auto.json", R"({"speculative_k": "auto"})"), s).is_ok());
+  CHECK(s.speculative_k == -1);
+  for (const char* bad : {R"({"speculative_k": "fast"})", R"({"speculative_k": 32})", R"({"max_speculative_k": -1})"}) {
+    Status st = apply_config_file(write("vs_cfg_spec_bad.json", bad), s);
+    INFO(bad);
+    CHECK(st.message().find("speculative_k") != std::string::npos);
+  }
+  int32_t k = 0;
+  CHECK(parse_speculative_k("auto", k));
+  CHECK(k == -1);
+  CHECK(parse_speculative_k("15", k));
+  CHECK(k == 15);
+  CHECK_FALSE(parse_speculative_k("32", k));
+  CHECK_FALSE(parse_speculative_k("2x", k));
+  CHECK_FALSE(parse_speculative_k("", k));
+}

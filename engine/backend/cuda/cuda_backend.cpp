@@ -17,6 +17,7 @@
 
 #include "attention/attention.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/host_acceptance.h"
 #include "backend/step_graphs.h"
 #include "common/named_logger.h"
 #include "common/fp_formats.h"
@@ -205,6 +206,7 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return DType::kF16; }
   int64_t weight_bytes() const override { return weight_bytes_; }
   double read_gbps() const override { return report_.read_gbps; }
+  bool accepts_drafts() const override { return true; }  // on the host for now (host_acceptance.h)
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
@@ -261,6 +263,12 @@ class CudaBackend final : public Backend {
       fp_.add(v);
     } else if constexpr (std::is_pointer_v<T>) {
       fp_.add(static_cast<const void*>(v));
+    } else if constexpr (std::is_same_v<T, AttentionParams> || std::is_same_v<T, GdnParams>) {
+      // Values, not the address: a caller may pass a copy (the MTP head sets its page size on one).
+      static_assert(sizeof(T) % 4 == 0 && std::is_trivially_copyable_v<T>, "4-byte fields only, no padding");
+      uint32_t words[sizeof(T) / 4];
+      std::memcpy(words, &v, sizeof(T));
+      for (uint32_t w : words) fp_.add(uint64_t{w});
     } else if constexpr (std::is_same_v<T, float>) {
       uint32_t bits = 0;
       std::memcpy(&bits, &v, sizeof bits);
@@ -333,7 +341,9 @@ class CudaBackend final : public Backend {
   PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
   PinnedBuffer h_logits_;     // rows with kOutLogits
   PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
-  int64_t n_logit_rows_ = 0;
+  int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_: kOutLogits and kOutAccept ones
+  std::vector<int64_t> logit_index_;        // per output row: its row in h_logits_, -1 when none
+  bool any_accept_ = false;
   int64_t n_hidden_rows_ = 0;
   int64_t hidden_cols_ = 0;
 };
@@ -519,10 +529,16 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   out_rows_.resize(static_cast<size_t>(n_out));
   n_logit_rows_ = 0;
   n_hidden_rows_ = 0;
+  any_accept_ = false;
+  logit_index_.assign(static_cast<size_t>(n_out), -1);
   for (int32_t i = 0; i < n_out; ++i) {
     const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
+    if (o.flags & kOutAccept) {  // decided on the host after the step: the device sampler skips the row
+      row_params_[static_cast<size_t>(i)].flags &= ~kernels::sampling::kSample;
+      any_accept_ = true;
+    }
     out_rows_[static_cast<size_t>(i)] = o.row;
-    n_logit_rows_ += (o.flags & kOutLogits) ? 1 : 0;
+    if (o.flags & (kOutLogits | kOutAccept)) logit_index_[static_cast<size_t>(i)] = n_logit_rows_++;
     n_hidden_rows_ += (o.flags & kOutHidden) ? 1 : 0;
   }
   auto up = [&](void* dst, const void* src, size_t bytes) -> Status {
@@ -657,9 +673,32 @@ Status CudaBackend::end_step(StepResult& result) {
       }
     }
   }
-  if (n_logit_rows_ > 0) {
+  if (any_accept_) {
+    const std::vector<kernels::sampling::RowParams> rows = sampler_rows(*batch_);
+    cuda::HostAcceptance acc;
+    acc.batch = batch_;
+    acc.rows = &rows;
+    acc.logits = h_logits_.as<float>();
+    acc.logit_index = &logit_index_;
+    acc.vocab_stride = limits_.vocab_size;
+    acc.n_vocab_real = std::min(limits_.n_vocab_real, limits_.vocab_size);
+    acc.bias_ids = batch_->bias_ids.data();
+    acc.bias_values = batch_->bias_values.data();
+    acc.device_penalties = penalties_;
+    acc.stream = stream_;
+    if (Status st = cuda::accept_verify_items(acc, result); !st.is_ok()) {
+      batch_ = nullptr;
+      return st;
+    }
+  }
+  if (n_logit_rows_ > 0) {  // the kOutLogits rows only (verify rows came down for the acceptance)
     const float* l = h_logits_.as<float>();
-    result.logits.assign(l, l + n_logit_rows_ * limits_.vocab_size);
+    const auto vocab = static_cast<size_t>(limits_.vocab_size);
+    for (int32_t i = 0; i < n_out; ++i) {
+      if (!(batch_->outputs[static_cast<size_t>(i)].flags & kOutLogits)) continue;
+      const float* row = l + static_cast<size_t>(logit_index_[static_cast<size_t>(i)]) * vocab;
+      result.logits.insert(result.logits.end(), row, row + vocab);
+    }
   }
   if (n_hidden_rows_ > 0) {
     const uint16_t* h = h_hidden_.as<uint16_t>();
@@ -798,7 +837,7 @@ void CudaBackend::gather_output_rows(const Tensor& x, Tensor& out) {
 
 void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg,
                                   const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) {
-  if (!enter("gated_attention", &p, w.q_norm, w.k_norm, qg, k, v, cache.k, cache.v, out)) return;
+  if (!enter("gated_attention", p, w.q_norm, w.k_norm, qg, k, v, cache.k, cache.v, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "gated_attention", stream_);
   const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
   const size_t ws = kernels::attention::workspace_bytes(p, batch_->n_tokens(), n_seqs, max_seq_tokens_, max_context_);
@@ -834,7 +873,7 @@ void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeigh
 
 void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
                             const Tensor& b, const Tensor& a_in, GdnStateLayer& state, Tensor& out) {
-  if (!enter("gdn_layer", &p, w.conv, w.a_log, w.dt_bias, w.norm_weight, qkv, z, b, a_in, state.conv, state.recurrent,
+  if (!enter("gdn_layer", p, w.conv, w.a_log, w.dt_bias, w.norm_weight, qkv, z, b, a_in, state.conv, state.recurrent,
              state.conv_ckpt, state.recurrent_ckpt, out)) {
     return;
   }
@@ -945,7 +984,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     for (int64_t i = 0; i < nr; ++i) {
       const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
       cudaError_t e = cudaSuccess;
-      if (o.flags & kOutLogits) {
+      if (o.flags & (kOutLogits | kOutAccept)) {
         e = cudaMemcpyAsync(h_logits_.as<float>() + logit_row * vocab, logits_ws.f32_row(i),
                             static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_);
         ++logit_row;
