@@ -89,6 +89,7 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   if (plan) limits.scratch_bytes = plan->scratch_bytes;
   VS_RETURN_IF_ERROR(r->model_->configure(limits));
   r->verify_tokens_.assign(static_cast<size_t>(mo.n_slots), 0);
+  r->plan_ = plan;
   if (plan) {
     // What the backend allocated against what the plan counted for it (equal unless backend/cuda_layout.cpp is out
     // of date); the estimates and the margin are held back on top.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "backend/backend.h"
 #include "model/qwen35_model.h"
 #include "runner/model_runner.h"
+#include "voltserve/memory_plan.h"
 #include "voltserve/model_info.h"
 #include "voltserve/status.h"
 
@@ -39,6 +41,9 @@ class Qwen35Runner final : public ModelRunner {
   Status commit(int32_t slot, int32_t n_keep) override;
 
   const ModelConfig& config() const { return model_->config(); }
+  const Backend& backend() const { return *backend_; }
+  // The memory plan the load followed (device backends; nullopt on the CPU).
+  const std::optional<MemoryPlan>& memory_plan() const { return plan_; }
 
  private:
   Qwen35Runner() = default;
@@ -52,6 +57,7 @@ class Qwen35Runner final : public ModelRunner {
   StepCapacity capacity_;
   StepBatch batch_;                        // reused from step to step
   std::vector<int32_t> verify_tokens_;     // per slot: tokens of its last verify item (0: none pending)
+  std::optional<MemoryPlan> plan_;
 };
 
 // The factory the engine uses. options.model.backend: "cpu", "cuda" or "auto".
