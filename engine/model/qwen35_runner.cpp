@@ -44,7 +44,8 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
     in.device_bytes = device->free_bytes;
     allocated_before = device->allocated_bytes;
     in.device = device->device + ", " + format_bytes(device->free_bytes) + " free of " +
-                format_bytes(device->total_bytes);
+                format_bytes(device->total_bytes) + " (voltserve plan --free-memory " +
+                std::to_string(device->free_bytes) + " prints this plan)";
     VS_ASSIGN_OR_RETURN(MemoryPlan p, plan::plan_with_advice(*source, in));
     for (const std::string& line : p.lines()) named_logger("engine").info("{}", line);
     if (!p.fits) return resource_exhausted(plan::does_not_fit_message(p));

@@ -26,7 +26,10 @@ PlanInputs plan_inputs(const ModelOptions& options, const ModelConfig& config, i
 }  // namespace plan
 
 Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request) {
-  if (request.gpu_memory_bytes <= plan::kCudaContextBytes) {
+  if (request.free_memory && request.gpu_memory_bytes <= 0) {
+    return invalid_argument("--free-memory must be more than 0 bytes");
+  }
+  if (!request.free_memory && request.gpu_memory_bytes <= plan::kCudaContextBytes) {
     return invalid_argument("--gpu-memory " + format_bytes(request.gpu_memory_bytes) + " is smaller than the " +
                             format_bytes(plan::kCudaContextBytes) + " a CUDA context takes");
   }
@@ -41,10 +44,15 @@ Result<MemoryPlan> plan_memory(const MemoryPlanRequest& request) {
   const int32_t verify = request.speculative_k > 0 ? request.speculative_k + 1 : 0;
   plan::PlanInputs in = plan::plan_inputs(mo, source->config, request.engine.max_tokens_per_step, verify, 0);
   in.family = family == "sm70" ? kernels::KernelFamily::kSm70 : kernels::KernelFamily::kSm80;
-  in.device_bytes = request.gpu_memory_bytes - plan::kCudaContextBytes;
-  in.device = fmt::format("{} (--gpu-memory) less {} for the CUDA context (an estimate; at start-up the device's "
-                          "free memory is measured) = {}", format_bytes(request.gpu_memory_bytes),
-                          format_bytes(plan::kCudaContextBytes), format_bytes(in.device_bytes));
+  if (request.free_memory) {
+    in.device_bytes = request.gpu_memory_bytes;
+    in.device = fmt::format("{} free (--free-memory {})", format_bytes(in.device_bytes), in.device_bytes);
+  } else {
+    in.device_bytes = request.gpu_memory_bytes - plan::kCudaContextBytes;
+    in.device = fmt::format("{} (--gpu-memory) less {} for the CUDA context (an estimate; at start-up the device's "
+                            "free memory is measured) = {}", format_bytes(request.gpu_memory_bytes),
+                            format_bytes(plan::kCudaContextBytes), format_bytes(in.device_bytes));
+  }
   return request.advice ? plan::plan_with_advice(*source, in) : plan::compute_plan(*source, in);
 }
 

@@ -2,7 +2,8 @@
 // the memory plan (voltserve/memory_plan.h) for a GPU of that size, without one: weights per format as the CUDA
 // backend prepacks them, KV pages, GDN state and verify checkpoints, workspaces, scratch, CUDA graphs (an estimate)
 // and the margin; when it does not fit, what would. `--fit` prints, per context, how many sequences fit at once at
-// that full context. The same plan the engine logs at start-up on a GPU. Exit status 0: fits, 3: does not fit,
+// that full context. The same plan the engine logs at start-up on a GPU (--free-memory with the bytes that log names
+// reproduces it line for line). Exit status 0: fits, 3: does not fit,
 // 2: bad arguments, 1: the model could not be read. Tested by tests/plan/cli_plan_test.cpp.
 #include <CLI/CLI.hpp>
 
@@ -23,6 +24,7 @@ struct PlanArgs {
   std::string model;
   std::string config;
   std::string gpu_memory;
+  std::string free_memory;
   int32_t context = 0;
   int32_t max_running = 16;
   int32_t speculative_k = 0;
@@ -48,6 +50,7 @@ MemoryPlanRequest make_request(const PlanArgs& a, int64_t gpu_bytes) {
   r.engine.max_tokens_per_step = a.max_tokens_per_step;
   r.speculative_k = a.speculative_k;
   r.gpu_memory_bytes = gpu_bytes;
+  r.free_memory = !a.free_memory.empty();
   return r;
 }
 
@@ -142,7 +145,8 @@ void run_fit(const PlanArgs& a, int64_t gpu_bytes) {
 
 void run_plan(const PlanArgs& a) {
   if (a.model.empty() == a.config.empty()) fail("give exactly one of --model DIR or --config FILE", 2);
-  Result<int64_t> gpu = parse_memory_size(a.gpu_memory);
+  if (a.gpu_memory.empty() == a.free_memory.empty()) fail("give exactly one of --gpu-memory or --free-memory", 2);
+  Result<int64_t> gpu = parse_memory_size(a.free_memory.empty() ? a.gpu_memory : a.free_memory);
   if (!gpu.is_ok()) fail(gpu.status().message(), 2);
   if (a.max_running < 1 || a.max_tokens_per_step < 1 || a.context < 0 || a.speculative_k < 0 || a.kv_pages < 0) {
     fail("--max-running and --max-tokens-per-step must be >= 1; --context, --speculative-k and --kv-pages >= 0", 2);
@@ -169,8 +173,9 @@ void register_plan_command(CLI::App& app) {
               "cache, GDN state, workspaces, margin; what would fit when it does not. Exit 0: fits, 3: does not fit");
   cmd->add_option("--model", a->model, "Hugging Face model folder (its tensors decide each layer's format)");
   cmd->add_option("--config", a->config, "a config.json of the real shapes instead, e.g. config/models/qwen3.5-27b-nvfp4.json");
-  cmd->add_option("--gpu-memory", a->gpu_memory, "the GPU's memory: 32GB, 24GiB, 24576MiB (binary units: 1 GB = 2^30)")
-      ->required();
+  cmd->add_option("--gpu-memory", a->gpu_memory, "the GPU's memory: 32GB, 24GiB, 24576MiB (binary units: 1 GB = 2^30)");
+  cmd->add_option("--free-memory", a->free_memory, "instead: the free memory a start-up measured (its log names the "
+                                                   "bytes); reproduces that start-up's plan");
   cmd->add_option("--context", a->context, "positions per sequence (default: the model's, at most 8192)");
   cmd->add_option("--max-running", a->max_running, "sequences decoded together, each with a GDN state slot (default 16)");
   cmd->add_option("--speculative-k", a->speculative_k,

@@ -82,6 +82,15 @@ TEST_CASE("voltserve plan --json adds up; a plan that does not fit exits 3 with 
   CHECK(context);
 }
 
+TEST_CASE("voltserve plan --free-memory plans on that free memory, nothing taken off", "[e2e]") {
+  const RunResult r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --free-memory 34359738368 --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["device_bytes"].get<int64_t>() == int64_t{32} << 30);
+  CHECK(j["device"].get<std::string>().find("--free-memory 34359738368") != std::string::npos);
+}
+
 TEST_CASE("voltserve plan --fit: sequences at once per context, fewer as the context grows", "[e2e]") {
   const RunResult r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --fit --json");
   INFO(r.out << r.err);
@@ -105,6 +114,9 @@ TEST_CASE("voltserve plan refuses bad arguments with a message naming them", "[e
   r = run_plan("--gpu-memory 32GB");
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--model") != std::string::npos);
+  r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --free-memory 30GB");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--free-memory") != std::string::npos);
   r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --max-running 0");
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--max-running") != std::string::npos);

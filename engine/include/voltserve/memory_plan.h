@@ -55,6 +55,7 @@ struct MemoryPlanRequest {
   EngineConfig engine;             // max_running, max_tokens_per_step
   int32_t speculative_k = 0;       // draft tokens per round: verify items of k + 1 tokens keep GDN checkpoints
   int64_t gpu_memory_bytes = 0;    // the GPU's memory; the plan takes the CUDA context (an estimate) off it
+  bool free_memory = false;        // gpu_memory_bytes is free memory as a start-up measured it: nothing taken off
   bool advice = true;              // when it does not fit, also work out what would (more plans)
 };
 
