@@ -2,7 +2,8 @@
 // memory before it loads, and the CUDA backend then allocates exactly what the plan counted — on the fixture
 // checkpoints (BF16, ModelOpt mixed NVFP4/FP8, compressed-tensors NVFP4; a quantized lm_head; verify checkpoints)
 // and on the 27B configs with synthetic weights — and steps up to the planned size allocate nothing more (the kernel
-// scratch was reserved at load). `voltserve plan` prints the same items for the same settings (test_memory_plan).
+// scratch was reserved at load) — and the start-up plan is, line for line past the device line, the one
+// `voltserve plan --free-memory <the bytes it measured>` computes for the same settings (plan_memory).
 #include <catch2/catch_test_macros.hpp>
 
 #include <numeric>
@@ -11,6 +12,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "model/qwen35_runner.h"
+#include "voltserve/memory_plan.h"
 
 using namespace voltserve;
 
@@ -52,10 +54,34 @@ void run_steps(Qwen35Runner& r, int32_t n_prompt) {
   }
 }
 
-void check_exact(Qwen35Runner& r, int32_t step_tokens) {
+// What `voltserve plan --free-memory` prints for the settings the runner was loaded with equals the start-up plan
+// (the device line names the device at start-up and the flag in the CLI: it is left out).
+void check_same_as_cli(const RunnerOptions& opt, const MemoryPlan& startup) {
+  MemoryPlanRequest req;
+  req.model = opt.model;
+  req.engine.max_running = opt.model.n_slots;
+  req.engine.max_tokens_per_step = opt.max_step_tokens;
+  req.speculative_k = opt.max_verify_tokens > 0 ? opt.max_verify_tokens - 1 : 0;
+  req.gpu_memory_bytes = startup.device_bytes;
+  req.free_memory = true;
+  req.model.kernel_family = startup.kernel_family;
+  auto cli = plan_memory(req);
+  INFO(cli.status().to_string());
+  REQUIRE(cli.is_ok());
+  std::vector<std::string> a = startup.lines();
+  std::vector<std::string> b = cli.value().lines();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 1; i < a.size(); ++i) {
+    INFO("line " << i);
+    CHECK(a[i] == b[i]);
+  }
+}
+
+void check_exact(Qwen35Runner& r, const RunnerOptions& opt, int32_t step_tokens) {
   REQUIRE(r.memory_plan().has_value());
   const MemoryPlan& plan = *r.memory_plan();
   for (const std::string& line : plan.lines()) UNSCOPED_INFO(line);
+  check_same_as_cli(opt, plan);
   const auto before = r.backend().device_memory();
   REQUIRE(before.has_value());
   CHECK(before->allocated_bytes == plan.allocated_bytes);
@@ -88,7 +114,7 @@ TEST_CASE("GPU: the CUDA backend allocates exactly what the memory plan counted,
       opt.max_step_tokens = 128;
       opt.max_verify_tokens = c.verify;
       auto r = load(opt);
-      check_exact(*r, 128);
+      check_exact(*r, opt, 128);
     }
   }
 }
@@ -104,6 +130,6 @@ TEST_CASE("GPU: the 27B configs (synthetic weights) allocate exactly the plan", 
     opt.model.n_slots = 2;
     opt.max_step_tokens = 256;
     auto r = load(opt);
-    check_exact(*r, 256);
+    check_exact(*r, opt, 256);
   }
 }

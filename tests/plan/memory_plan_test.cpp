@@ -207,7 +207,7 @@ TEST_CASE("a tight 24 GB card: the KV pool shrinks to what is left and says so",
   CHECK(p.notes[0].find("preempted") != std::string::npos);
 }
 
-TEST_CASE("--lm-head fp8 / nvfp4 stores the 27B head quantized: 1.2 GiB or 1.7 GiB less", "[unit]") {
+TEST_CASE("lm_head fp8 / nvfp4 (--lm-head) stores the 27B head quantized: 1.2 GiB or 1.7 GiB less", "[unit]") {
   MemoryPlanRequest r = request("qwen3.5-27b-nvfp4", 32 * kGiB, 8192, 4);
   const auto keep = items(plan(r));
   r.model.lm_head = "fp8";
