@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -108,6 +109,18 @@ struct StepLimits {
   int32_t n_vocab_real = 0;     // ids >= this are padding and are never sampled
   int32_t hidden_size = 0;      // width of the hidden states rows may return
   int32_t n_slots = 0;          // penalty-state slots (one per live sequence)
+  // Kernel scratch to reserve now (the memory plan's figure, engine/plan), so that no step has to grow it; 0: the
+  // backend grows it on demand.
+  int64_t scratch_bytes = 0;
+};
+
+// The device memory a backend plans against (engine/plan/memory_plan.h); device backends only.
+struct DeviceMemoryInfo {
+  std::string device;           // "NVIDIA H200 (sm_90)"
+  int64_t free_bytes = 0;       // free on the device now
+  int64_t total_bytes = 0;
+  int64_t allocated_bytes = 0;  // what this backend holds so far
+  std::string weight_layout;    // the kernel family its weights are prepacked for: "sm70" or "sm80"
 };
 
 // What one output row of a step asks for (a row is one token of the step; rows index the step's tokens).
@@ -180,6 +193,8 @@ class Backend {
   virtual double read_gbps() const { return 0.0; }
   // Whether lm_head_outputs runs the speculative acceptance of kOutAccept rows.
   virtual bool accepts_drafts() const { return false; }
+  // The device's memory, for the memory plan; nullopt for backends that hold host memory (CPU).
+  virtual std::optional<DeviceMemoryInfo> device_memory() const { return std::nullopt; }
 
   // Memory owned by the backend until it is destroyed; zeroed. `what` names it in errors.
   virtual Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) = 0;

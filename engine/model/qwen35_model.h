@@ -38,6 +38,7 @@ struct ModelStepLimits {
                                 // 0: min(max_tokens, 64)
   int32_t n_slots = 1;
   int32_t n_vocab_real = 0;
+  int64_t scratch_bytes = 0;    // kernel scratch the backend reserves now (StepLimits::scratch_bytes)
 };
 
 class Qwen35Model {
@@ -48,6 +49,10 @@ class Qwen35Model {
   // layer's format) with seeded synthetic weights (benchmarks; see model/weight_provider.h).
   static Result<std::unique_ptr<Qwen35Model>> load_synthetic(const std::filesystem::path& config_file, uint64_t seed,
                                                              Backend& backend);
+  // The weights of `config` from `weights` (model/model_source.h opens a folder or a synthetic config once, so that
+  // the memory plan and the load read the same source).
+  static Result<std::unique_ptr<Qwen35Model>> load(const ModelConfig& config, WeightProvider& weights,
+                                                   Backend& backend);
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }

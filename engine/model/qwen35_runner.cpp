@@ -1,7 +1,10 @@
 // Qwen35Runner: step validation and the StepRequest -> StepBatch layout; the math is in Qwen35Model.
 #include "model/qwen35_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -10,15 +13,11 @@
 #include "common/named_logger.h"
 #include "model/checkpoint.h"
 #include "model/weight_provider.h"
+#include "model/model_source.h"
+#include "model/quantized_head.h"
+#include "plan/memory_plan.h"
 
 namespace voltserve {
-
-namespace {
-
-// logit_bias entries one request may carry (OpenAI documents up to 300).
-constexpr int32_t kMaxBiasPerRow = 1024;
-
-}  // namespace
 
 Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& options) {
   const ModelOptions& mo = options.model;
@@ -28,6 +27,7 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   if (options.max_step_tokens < 1 || options.max_verify_tokens < 0 || options.logits_rows < 0) {
     return invalid_argument("runner options: max_step_tokens must be >= 1, max_verify_tokens and logits_rows >= 0");
   }
+  VS_ASSIGN_OR_RETURN(HeadQuant head, parse_head_quant(mo.lm_head));
   std::unique_ptr<Qwen35Runner> r(new Qwen35Runner());
   BackendOptions bo;
   bo.n_threads = mo.n_threads;
@@ -37,32 +37,49 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   bo.cuda_graphs = mo.cuda_graphs;
   bo.accept_rule = options.accept_rule;
   VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
-  if (!mo.synthetic_config.empty()) {
-    VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load_synthetic(mo.synthetic_config, mo.synthetic_seed, *r->backend_));
-  } else {
-    VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(mo.model_dir, *r->backend_));
-  }
-  const ModelConfig& c = r->model_->config();
+  VS_ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> source, open_model_source(mo));
+  const ModelConfig& c = source->config;
+  plan::PlanInputs in =
+      plan::plan_inputs(mo, c, options.max_step_tokens, options.max_verify_tokens, options.logits_rows);
 
-  int64_t context = mo.max_context > 0 ? mo.max_context : std::min<int64_t>(8192, c.max_position_embeddings);
-  if (context <= 0) context = 8192;
+  // On a device: the memory plan from its free memory, before any weight is loaded; refuse what does not fit.
+  std::optional<MemoryPlan> plan;
+  int64_t allocated_before = 0;
+  if (const std::optional<DeviceMemoryInfo> device = r->backend_->device_memory()) {
+    in.family = device->weight_layout == "sm70" ? kernels::KernelFamily::kSm70 : kernels::KernelFamily::kSm80;
+    in.device_bytes = device->free_bytes;
+    allocated_before = device->allocated_bytes;
+    in.device = device->device + ", " + format_bytes(device->free_bytes) + " free of " +
+                format_bytes(device->total_bytes) + " (voltserve plan --free-memory " +
+                std::to_string(device->free_bytes) + " prints this plan)";
+    VS_ASSIGN_OR_RETURN(MemoryPlan p, plan::plan_with_advice(*source, in));
+    for (const std::string& line : p.lines()) named_logger("engine").info("{}", line);
+    if (!p.fits) return resource_exhausted(plan::does_not_fit_message(p));
+    plan = std::move(p);
+  }
+
+  std::unique_ptr<QuantizedHeadWeights> quantized_head;
+  WeightProvider* weights = source->weights.get();
+  if (!head.keep) {
+    quantized_head = std::make_unique<QuantizedHeadWeights>(*source->weights, c, head.format, /*shape_only=*/false);
+    weights = quantized_head.get();
+  }
+  VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(c, *weights, *r->backend_));
+
+  const int64_t context = in.context;
   const int32_t pages_per_seq = static_cast<int32_t>((context + mo.page_size - 1) / mo.page_size);
   r->geometry_.page_size = mo.page_size;
   r->geometry_.n_slots = mo.n_slots;
-  r->geometry_.n_pages = mo.n_pages > 0 ? mo.n_pages : pages_per_seq * mo.n_slots;
+  r->geometry_.n_pages = mo.n_pages > 0 ? mo.n_pages : plan ? plan->n_pages : pages_per_seq * mo.n_slots;
   r->geometry_.max_verify_tokens = options.max_verify_tokens;
   r->capacity_.max_tokens = options.max_step_tokens;
   VS_RETURN_IF_ERROR(r->load_drafter(options));
   VS_ASSIGN_OR_RETURN(r->cache_, r->model_->alloc_cache(r->geometry_.page_size, r->geometry_.n_pages,
                                                         r->geometry_.n_slots, r->geometry_.max_verify_tokens));
 
-  const std::filesystem::path named = mo.synthetic_config.empty() ? std::filesystem::path(mo.model_dir)
-                                                                   : std::filesystem::path(mo.synthetic_config).stem();
-  r->info_.name = named.lexically_normal().filename().string();
-  if (r->info_.name.empty()) r->info_.name = named.parent_path().filename().string();
+  r->info_.name = source->name;
   r->info_.vocab_size = static_cast<int32_t>(c.vocab_size);
-  r->info_.n_vocab_real = static_cast<int32_t>(c.vocab_size);
-  if (mo.n_vocab_real > 0 && mo.n_vocab_real < r->info_.n_vocab_real) r->info_.n_vocab_real = mo.n_vocab_real;
+  r->info_.n_vocab_real = in.n_vocab_real;
   r->info_.context_length = static_cast<int32_t>(context);
   r->info_.hidden_size = static_cast<int32_t>(c.hidden_size);
   r->info_.eos_token_ids = c.eos_token_ids;
@@ -76,16 +93,23 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
       (c.linear_n_value_heads * c.linear_key_head_dim * c.linear_value_head_dim +
        c.linear_conv_dim() * (c.linear_conv_kernel_dim - 1));
 
-  ModelStepLimits limits;
-  limits.max_tokens = options.max_step_tokens;
-  limits.max_seqs = mo.n_slots;
-  limits.max_page_refs = std::min<int32_t>(pages_per_seq, r->geometry_.n_pages) * mo.n_slots;
-  limits.max_bias = kMaxBiasPerRow * mo.n_slots;
-  limits.logits_rows = options.logits_rows;
-  limits.n_slots = mo.n_slots;
-  limits.n_vocab_real = r->info_.n_vocab_real;
+  ModelStepLimits limits = plan::step_limits(c, in, r->geometry_.n_pages);
+  if (plan) limits.scratch_bytes = plan->scratch_bytes;
   VS_RETURN_IF_ERROR(r->model_->configure(limits));
   r->verify_tokens_.assign(static_cast<size_t>(mo.n_slots), 0);
+  r->plan_ = plan;
+  if (plan) {
+    // What the backend allocated against what the plan counted for it (equal unless backend/cuda_layout.cpp is out
+    // of date); the estimates and the margin are held back on top.
+    if (const std::optional<DeviceMemoryInfo> device = r->backend_->device_memory()) {
+      const int64_t allocated = device->allocated_bytes - allocated_before;
+      named_logger("engine").info("memory: the backend allocated {} ({} bytes), the plan counted {} ({} bytes){}; "
+                                  "{} free on the device", format_bytes(allocated), allocated,
+                                  format_bytes(plan->allocated_bytes), plan->allocated_bytes,
+                                  allocated == plan->allocated_bytes ? ", exactly" : "",
+                                  format_bytes(device->free_bytes));
+    }
+  }
   return r;
 }
 
@@ -255,8 +279,8 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
     if (o.sampling.n_top_logprobs < 0 || o.sampling.n_top_logprobs > kernels::sampling::kMaxTopLogprobs) {
       return invalid_argument(where + "n_top_logprobs must be in [0, 20]");
     }
-    if (static_cast<int32_t>(o.logit_bias.size()) > kMaxBiasPerRow) {
-      return invalid_argument(where + "more than " + std::to_string(kMaxBiasPerRow) + " logit_bias entries");
+    if (static_cast<int32_t>(o.logit_bias.size()) > plan::kMaxBiasPerRow) {
+      return invalid_argument(where + "more than " + std::to_string(plan::kMaxBiasPerRow) + " logit_bias entries");
     }
     OutputRow row;
     row.row = d.row0 + o.token_index;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "model/mtp_drafter.h"
 #include "model/qwen35_model.h"
 #include "runner/model_runner.h"
+#include "voltserve/memory_plan.h"
 #include "voltserve/model_info.h"
 #include "voltserve/status.h"
 
@@ -47,6 +49,8 @@ class Qwen35Runner final : public ModelRunner {
   const ModelConfig& config() const { return model_->config(); }
   const Backend& backend() const { return *backend_; }
   const Qwen35Cache& cache() const { return cache_; }  // tests: compare states
+  // The memory plan the load followed (device backends; nullopt on the CPU).
+  const std::optional<MemoryPlan>& memory_plan() const { return plan_; }
 
  private:
   Qwen35Runner() = default;
@@ -63,6 +67,7 @@ class Qwen35Runner final : public ModelRunner {
   StepCapacity capacity_;
   StepBatch batch_;                        // reused from step to step
   std::vector<int32_t> verify_tokens_;     // per slot: tokens of its last verify item (0: none pending)
+  std::optional<MemoryPlan> plan_;
 };
 
 // The factory the engine uses. options.model.backend: "cpu", "cuda" or "auto".

@@ -37,6 +37,7 @@ struct EngineBenchArgs {
   std::string config;
   std::string backend = "auto";
   std::string kernel_family = "auto";
+  std::string lm_head = "keep";
   int32_t context = 1024;    // decode: tokens in the cache when decoding starts
   int32_t prompt = 2048;     // prefill: prompt length
   int32_t tokens = 64;       // decode: tokens generated per sequence
@@ -74,6 +75,7 @@ std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_runni
   model.synthetic_seed = a.seed;
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
+  model.lm_head = a.lm_head;
   model.n_threads = a.threads;
   model.n_slots = max_running;
   model.max_context = max_context;
@@ -266,6 +268,8 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_option("--chunk", a.chunk, "Prompt tokens per step (default 2048)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--threads", a.threads, "CPU backend threads (0: automatic)");
   cmd->add_option("--seed", a.seed, "Seed of the synthetic weights (default 1)");
+  cmd->add_option("--lm-head", a.lm_head, "keep, fp8 or nvfp4 (the lm_head quantized at load)")
+      ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   cmd->add_flag("--op-timing", a.op_timing,
                 "CUDA: log the per-op device time of the steps at the end (launches eagerly: no CUDA graphs)");
   cmd->add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: launch every step eagerly (decode steps replay as graphs)");

@@ -42,6 +42,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   std::string backend = "auto";
   std::string kernel_family = "auto";
+  std::string lm_head = "keep";
   int32_t threads = 0;
   std::string speculative_k = "auto";  // N (0 off) or auto: MTP drafts per round where the model has an MTP head
 };
@@ -132,6 +133,7 @@ void run_generate(const GenerateArgs& a) {
   model.model_dir = a.model;
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
+  model.lm_head = a.lm_head;
   model.n_threads = a.threads;
   model.n_slots = 1;
   model.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
@@ -259,6 +261,8 @@ void register_generate_command(CLI::App& app) {
                 "Print {\"ids\", \"text\", \"tokens_per_second\", ...} instead of streaming text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the eos ids of config/generation_config");
   cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
+  cmd->add_option("--lm-head", args->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")
+      ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   cmd->add_option("--kernel-family", args->kernel_family, "CUDA weight kernels: sm70, sm80 or auto (default: by the GPU)")
       ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");

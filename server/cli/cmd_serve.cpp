@@ -102,6 +102,8 @@ void run_serve(http::ServeSettings s) {
   model_options.kernel_family = s.kernel_family;
   model_options.n_threads = s.threads;
   model_options.max_context = s.context;
+  model_options.n_pages = s.kv_pages;
+  model_options.lm_head = s.lm_head;
   model_options.n_slots = s.max_running;
   model_options.n_vocab_real = tokenizer->vocab_size();
   EngineConfig engine_config;
@@ -192,6 +194,11 @@ void register_serve_command(CLI::App& app) {
   auto* o_running = cmd->add_option("--max-running", s.max_running, "Sequences decoded together (default 16)")->check(CLI::Range(1, 4096));
   auto* o_waiting = cmd->add_option("--max-waiting", s.max_waiting, "Waiting-queue bound; beyond it 429 (default 64)")->check(CLI::Range(0, 1 << 20));
   auto* o_context = cmd->add_option("--context", s.context, "Context length per sequence (0 = the model's)")->check(CLI::Range(0, 1 << 24));
+  auto* o_pages = cmd->add_option("--kv-pages", s.kv_pages, "KV pages of 16 tokens (0 = as many as fit: the GPU's memory "
+                                  "plan; max-running full contexts on the CPU)")->check(CLI::Range(0, 1 << 26));
+  auto* o_head = cmd->add_option("--lm-head", s.lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4: a BF16 "
+                                 "lm_head quantized at load (a smaller decode step)")
+                     ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   auto* o_max_n = cmd->add_option("--max-n", s.max_n, "Largest n (choices per request, default 8)")->check(CLI::Range(1, 128));
   auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads, "HTTP worker threads (0 = running + waiting + 16)");
   auto spec_k = std::make_shared<std::string>();
@@ -213,8 +220,8 @@ void register_serve_command(CLI::App& app) {
                           ->check(CLI::Range(size_t{0}, size_t{1} << 30));
 
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
-                 o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads,
-                 o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec] {
+                  o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_pages, o_head,
+                  o_max_n, o_http_threads, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -239,6 +246,8 @@ void register_serve_command(CLI::App& app) {
     if (o_running->count()) merged.max_running = f.max_running;
     if (o_waiting->count()) merged.max_waiting = f.max_waiting;
     if (o_context->count()) merged.context = f.context;
+    if (o_pages->count()) merged.kv_pages = f.kv_pages;
+    if (o_head->count()) merged.lm_head = f.lm_head;
     if (o_max_n->count()) merged.max_n = f.max_n;
     if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
     if (o_spec->count()) http::parse_speculative_k(*spec_k, merged.speculative_k);

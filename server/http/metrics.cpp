@@ -85,6 +85,10 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_state_slots_total", "Recurrent-state slots.", stats->state_slots_total);
     gauge("voltserve_state_slots_free", "Free recurrent-state slots.", stats->state_slots_free);
     gauge("voltserve_engine_steps_total", "Engine steps run.", static_cast<double>(stats->n_steps));
+    out += fmt::format("# HELP voltserve_num_preemptions_total Sequences that gave back their KV pages and state slot "
+                       "when the pool ran out, and recomputed later.\n"
+                       "# TYPE voltserve_num_preemptions_total counter\nvoltserve_num_preemptions_total{{{}}} {}\n",
+                       label, stats->n_preemptions);
     gauge("voltserve_engine_healthy", "1 when the engine can serve.", stats->healthy ? 1 : 0);
     // Speculative decoding (vLLM's spec_decode names): drafts proposed and accepted, in all and per draft position
     // (position 1 is the first draft of a round).

@@ -93,6 +93,13 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     else if (k == "max_running") st = int32(s.max_running, 1, 4096);
     else if (k == "max_waiting") st = int32(s.max_waiting, 0, 1 << 20);
     else if (k == "context") st = int32(s.context, 0, 1 << 24);
+    else if (k == "kv_pages") st = int32(s.kv_pages, 0, 1 << 26);
+    else if (k == "lm_head") {
+      st = str(s.lm_head);
+      if (st.is_ok() && s.lm_head != "keep" && s.lm_head != "fp8" && s.lm_head != "nvfp4") {
+        st = type_error(file, k, "\"keep\", \"fp8\" or \"nvfp4\"");
+      }
+    }
     else if (k == "max_tokens_per_step") st = int32(s.max_tokens_per_step, 1, 1 << 20);
     else if (k == "prefill_chunk") st = int32(s.prefill_chunk, 1, 1 << 20);
     else if (k == "max_n") st = int32(s.max_n, 1, 128);

@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_internal.h"
 #include "backend/cuda/host_acceptance.h"
 #include "backend/step_graphs.h"
+#include "backend/cuda_layout.h"
 #include "common/named_logger.h"
 #include "common/fp_formats.h"
 #include "elementwise/elementwise.h"
@@ -207,6 +208,7 @@ class CudaBackend final : public Backend {
   int64_t weight_bytes() const override { return weight_bytes_; }
   double read_gbps() const override { return report_.read_gbps; }
   bool accepts_drafts() const override { return true; }  // on the host for now (host_acceptance.h)
+  std::optional<DeviceMemoryInfo> device_memory() const override;
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
@@ -301,6 +303,7 @@ class CudaBackend final : public Backend {
   int64_t n_weights_ = 0;
   int64_t weight_bytes_ = 0;
   int64_t next_progress_bytes_ = int64_t{1} << 30;
+  bool logged_layout_drift_ = false;
 
   // Step buffers (device), sized by configure().
   int32_t* d_tokens_ = nullptr;
@@ -405,6 +408,21 @@ Result<Tensor> CudaBackend::upload(std::span<const float> host, int64_t rows, in
   return t;
 }
 
+std::optional<DeviceMemoryInfo> CudaBackend::device_memory() const {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  DeviceMemoryInfo m;
+  m.device = report_.name + " (sm_" + std::to_string(report_.compute_capability) + ")";
+  m.free_bytes = static_cast<int64_t>(free_b);
+  m.total_bytes = static_cast<int64_t>(total_b);
+  m.allocated_bytes = memory_.bytes_allocated();
+  m.weight_layout = kernels::family_name(family_);
+  return m;
+}
+
 Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                                     std::string_view what) {
   const int64_t before = memory_.bytes_allocated();
@@ -412,6 +430,13 @@ Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<co
   lin->label = linear_label(what);
   ++n_weights_;
   weight_bytes_ += memory_.bytes_allocated() - before;
+  // The memory plan counts weights with cuda_layout; say so once if this backend's allocations drifted from it.
+  if (const int64_t planned = cuda_layout::linear_bytes(parts, family_);
+      planned != memory_.bytes_allocated() - before && !logged_layout_drift_) {
+    logged_layout_drift_ = true;
+    cuda_log().warn("cuda: {} took {} bytes, the memory plan's cuda_layout counts {} (backend/cuda_layout.cpp is "
+                    "out of date)", what, memory_.bytes_allocated() - before, planned);
+  }
   if (weight_bytes_ >= next_progress_bytes_) {
     cuda_log().info("cuda: weights on the device: {:.1f} GiB in {} tensors", static_cast<double>(weight_bytes_) / (1 << 30),
                     n_weights_);
@@ -466,6 +491,9 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(penalties_.prompt_bits, static_cast<size_t>(limits.n_slots) * penalties_.words(),
                           "penalty prompt bits"));
   VS_RETURN_IF_ERROR(h_results_.reserve(static_cast<size_t>(T) * (4 + 4 + 4 + 4 + 8 * kernels::sampling::kMaxTopLogprobs)));
+  // The scratch the memory plan computed for the largest step, now, so that steps never grow it (a grown scratch
+  // keeps the old buffer, and a CUDA graph needs fixed pointers).
+  if (limits.scratch_bytes > 0) VS_RETURN_IF_ERROR(ensure_scratch(static_cast<size_t>(limits.scratch_bytes)));
   configured_ = true;
   cuda_log().info("cuda: {} weight tensors, {:.2f} GiB on the device after the caches and workspace",
                   n_weights_, static_cast<double>(memory_.bytes_allocated()) / (1 << 30));
