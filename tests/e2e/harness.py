@@ -27,13 +27,13 @@ def free_port():
 class Server:
     """A running voltserve; use as a context manager so it is always killed."""
 
-    def __init__(self, *extra_args, api_key=None, ready_timeout=60):
+    def __init__(self, *extra_args, api_key=None, ready_timeout=60, context=1024):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix="voltserve-e2e-", suffix=".log", delete=False)
         args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1",
-                "--context", "1024", *extra_args]
+                "--context", str(context), *extra_args]
         if api_key:
             args += ["--api-key", api_key]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
@@ -98,6 +98,30 @@ class Server:
     def __exit__(self, *exc):
         self.stop()
         os.unlink(self.log.name)
+
+
+def raise_open_files(n):
+    """Raises this process's open-file limit (inherited by the servers it starts) to at least n, or to the hard
+    limit; returns the soft limit now in force."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n if hard == resource.RLIM_INFINITY else min(n, hard)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def rss_bytes(pid):
+    """Resident set size of a process (VmRSS), in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def request(method, url, data=None, headers=None, timeout=60):
