@@ -484,6 +484,7 @@ void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event 
   event.n_tokens_prompt = seq.n_prompt;
   event.n_tokens_generated = seq.n_generated();
   event.ttft_us = seq.ttft_us;
+  event.n_steps = counters_.n_steps;
   if (reason != FinishReason::kError && reason != FinishReason::kCancelled) event.prompt_logits = std::move(seq.prompt_logits);
   if (reason == FinishReason::kError) {
     event.error = error.is_ok() ? internal_error("request failed") : std::move(error);

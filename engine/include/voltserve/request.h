@@ -45,6 +45,7 @@ struct Event {
   int32_t n_tokens_prompt = 0;                    // filled on the final event
   int32_t n_tokens_generated = 0;                 // filled on the final event
   int64_t ttft_us = 0;                            // submit -> first token, filled on the final event
+  uint64_t n_steps = 0;                           // engine steps completed when the final event was emitted
   // Request::n_prompt_logits > 0: [n_prompt_logits, vocab_size] logits of the last prompt positions, on the final
   // event.
   std::vector<float> prompt_logits;
