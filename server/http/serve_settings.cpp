@@ -53,6 +53,11 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
       dst = v.get<double>();
       return Status::ok();
     };
+    auto positive = [&](double& dst) -> Status {
+      if (!v.is_number() || v.get<double>() <= 0) return type_error(file, k, "a positive number of seconds");
+      dst = v.get<double>();
+      return Status::ok();
+    };
     auto strings = [&](std::vector<std::string>& dst) -> Status {
       if (v.is_string()) {
         dst = {v.get<std::string>()};
@@ -94,6 +99,12 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     else if (k == "keepalive_interval") st = number(s.http.keepalive_interval_s);
     else if (k == "served_model_name") st = str(s.http.served_model_name);
     else if (k == "http_threads") { st = int32(http_threads, 0, 4096); s.http.http_threads = http_threads; }
+    else if (k == "header_timeout") st = positive(s.http.header_timeout_s);
+    else if (k == "body_timeout") st = positive(s.http.body_timeout_s);
+    else if (k == "keep_alive_timeout") st = positive(s.http.keep_alive_timeout_s);
+    else if (k == "write_timeout") st = positive(s.http.write_timeout_s);
+    else if (k == "max_connections") st = int32(s.http.max_connections, 16, 1 << 20);
+    else if (k == "max_connections_per_address") st = int32(s.http.max_connections_per_address, 0, 1 << 20);
     else if (k == "mirror_reasoning") {
       if (!v.is_boolean()) st = type_error(file, k, "a boolean");
       else s.http.mirror_reasoning = v.get<bool>();

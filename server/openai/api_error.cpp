@@ -17,6 +17,11 @@ const ErrorKind& error_kind(ErrorCode code) {
   static const ErrorKind kInternal{500, "server_error", "internal_error"};
   static const ErrorKind kUnavailable{503, "server_error", "unavailable"};
   static const ErrorKind kTimeout{504, "server_error", "timeout"};
+  static const ErrorKind kRequestTimeout{408, "invalid_request_error", "request_timeout"};
+  static const ErrorKind kUriTooLong{414, "invalid_request_error", "uri_too_long"};
+  static const ErrorKind kHeadersTooLarge{431, "invalid_request_error", "headers_too_large"};
+  static const ErrorKind kTooManyConnections{429, "rate_limit_error", "too_many_connections"};
+  static const ErrorKind kServerBusy{503, "server_error", "server_busy"};
   switch (code) {
     case ErrorCode::kInvalidJson: return kInvalidJson;
     case ErrorCode::kInvalidRequest: return kInvalidRequest;
@@ -31,6 +36,11 @@ const ErrorKind& error_kind(ErrorCode code) {
     case ErrorCode::kInternal: return kInternal;
     case ErrorCode::kUnavailable: return kUnavailable;
     case ErrorCode::kTimeout: return kTimeout;
+    case ErrorCode::kRequestTimeout: return kRequestTimeout;
+    case ErrorCode::kUriTooLong: return kUriTooLong;
+    case ErrorCode::kHeadersTooLarge: return kHeadersTooLarge;
+    case ErrorCode::kTooManyConnections: return kTooManyConnections;
+    case ErrorCode::kServerBusy: return kServerBusy;
   }
   return kInternal;
 }
