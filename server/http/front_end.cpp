@@ -200,7 +200,13 @@ void ConnectionFrontEnd::run(Dispatch dispatch) {
   }
   std::vector<int> fds;
   for (auto& [fd, c] : conns_) {
-    if (c.state != State::kDispatched) fds.push_back(fd);
+    if (c.state != State::kDispatched) {
+      fds.push_back(fd);
+    } else {
+      // The server stops after its drain: whatever still waits for the engine on behalf of a client gives up now
+      // (a response being written finishes its write).
+      c.conn->mark_peer_gone();
+    }
   }
   for (int fd : fds) close_conn(fd);
   for (int fd : close_later_) ::close(fd);
