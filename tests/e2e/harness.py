@@ -2,6 +2,7 @@
 model on the CPU, waits for /health, and always stops it. Tiny check helpers so failures name what was wrong."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -16,6 +17,8 @@ SOURCE_DIR = os.environ.get("VOLTSERVE_SOURCE_DIR", os.path.abspath(os.path.join
 BINARY_DIR = os.environ.get("VOLTSERVE_BINARY_DIR", os.path.join(SOURCE_DIR, "build"))
 BINARY = os.environ.get("VOLTSERVE_BINARY", os.path.join(BINARY_DIR, "voltserve"))
 MODEL_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "tiny-chat")
+SANITIZER_REPORT = re.compile(r"ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:|"
+                              r"ThreadSanitizer: reported|SUMMARY: (Address|Undefined|Thread)")
 
 
 def free_port():
@@ -82,7 +85,9 @@ class Server:
                 values[bare] = values.get(bare, 0.0) + float(value)
         return values
 
-    def stop(self, sig=signal.SIGKILL, timeout=30):
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Stops the server (SIGTERM: it drains and exits, so a sanitizer build checks for leaks at exit; SIGKILL
+        after `timeout`) and returns its exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -92,12 +97,26 @@ class Server:
                 self.proc.wait()
         return self.proc.returncode
 
+    def sanitizer_reports(self):
+        """Lines of AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer or ThreadSanitizer reports."""
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            return [l.rstrip() for l in f if SANITIZER_REPORT.search(l)]
+
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.stop()
+    def __exit__(self, exc_type, exc, tb):
+        code = self.stop()
+        reports = self.sanitizer_reports()
+        text = self.log_text()
         os.unlink(self.log.name)
+        # A sanitizer report or a failed exit fails the suite even when every check passed (the server may have
+        # found the bug while answering a request whose check passed).
+        if reports or code not in (0, -signal.SIGKILL):
+            print(f"voltserve exited with {code}; sanitizer reports: {reports[:5]}\n{text}", flush=True)
+            if exc_type in (None, SystemExit):
+                sys.exit(1)
 
 
 def raise_open_files(n):
