@@ -15,6 +15,7 @@ LONG = {"max_tokens": 4000, "ignore_eos": True}
 
 def routes(srv):
     """(name, path, body, engine requests) for every generation route this server has."""
+    model = json.loads(srv.get("/v1/models")[2])["data"][0]["id"]
     out = [
         ("chat", "/v1/chat/completions", {"messages": MSG, **LONG}, 1),
         ("chat n=3", "/v1/chat/completions", {"messages": MSG, "n": 3, "temperature": 1.0, **LONG}, 3),
@@ -23,9 +24,9 @@ def routes(srv):
     ]
     # The Responses and Messages routes (where this build has them) go through the same session.
     optional = [
-        ("responses", "/v1/responses", {"input": "tell me a very long story", "max_output_tokens": 4000,
-                                        "ignore_eos": True}, 1),
-        ("messages", "/v1/messages", {"messages": MSG, **LONG}, 1),
+        ("responses", "/v1/responses", {"model": model, "input": "tell me a very long story",
+                                        "max_output_tokens": 4000, "ignore_eos": True}, 1),
+        ("messages", "/v1/messages", {"model": model, "messages": MSG, **LONG}, 1),
     ]
     for name, path, body, n in optional:
         status, _, _ = srv.post(path, {"max_tokens": "x"})
