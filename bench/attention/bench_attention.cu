@@ -17,92 +17,20 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "common/bench_util.cuh"
 
 using namespace voltserve::kernels;
 namespace ka = voltserve::kernels::attention;
 
-#define CK(call)                                                                                            \
-  do {                                                                                                      \
-    cudaError_t e_ = (call);                                                                                \
-    if (e_ != cudaSuccess) {                                                                                \
-      std::fprintf(stderr, "bench_attention: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, \
-                   __LINE__);                                                                               \
-      std::exit(1);                                                                                         \
-    }                                                                                                       \
-  } while (0)
+#define CK BENCH_CK
 
 namespace {
 
-__global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
-  uint32_t acc = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads alive
-}
+using voltserve::bench::median_us_graph;
 
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-
-// fp16 values in [-1, 1) (K/V cache contents) or fp32 values in [-scale, scale) (activations).
-__global__ void fill_f16_kernel(__half* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    p[i] = __float2half(static_cast<float>(hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xFFFF) / 32768.0f - 1.0f);
-  }
-}
-__global__ void fill_f32_kernel(float* p, size_t n, uint64_t seed, float scale) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    p[i] = scale * (static_cast<float>(hash32(seed * 0x9E3779B97F4A7C15ull + i) & 0xFFFF) / 32768.0f - 1.0f);
-  }
-}
-
-float kWarmupMs = 25.0f;
-
-template <typename F>
-double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
-  enqueue(0);  // warm-up outside capture (module loading)
-  CK(cudaStreamSynchronize(s));
-  CK(cudaGetLastError());
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) enqueue(i);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto replay_ms = [&] {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    return ms;
-  };
-  // Warm-up replays (steady clocks, as under serving load).
-  float warm_ms = 0;
-  for (int i = 0; i < 10000 && warm_ms < kWarmupMs; ++i) warm_ms += replay_ms();
-  std::vector<double> t;
-  for (int r = 0; r < replays; ++r) t.push_back(replay_ms() * 1000.0 / launches);
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return t[t.size() / 2];
-}
+// fp16 K/V cache contents in [-1, 1), fp32 activations in [-scale, scale).
+void fill_f16(void* p, size_t n, uint64_t seed) { voltserve::bench::fill_f16(p, n, seed, 1.0f); }
+void fill_f32(void* p, size_t n, uint64_t seed, float scale) { voltserve::bench::fill_f32(p, n, seed, scale); }
 
 struct Case {
   std::string name;
@@ -125,7 +53,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
     } else if (!std::strcmp(argv[i], "--warmup-ms") && i + 1 < argc) {
-      kWarmupMs = std::strtof(argv[++i], nullptr);
+      voltserve::bench::g_warmup_ms = std::strtof(argv[++i], nullptr);
     } else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr, "usage: bench_attention [--quick] [--warmup-ms MS]\n");
@@ -141,25 +69,8 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, l2 / 1e6);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  unsigned* sink;
-  CK(cudaMalloc(&sink, 4));
-
-  double ceiling_gbs = 0;
-  {
-    const size_t bytes = size_t{4608} << 20;
-    void* buf;
-    CK(cudaMalloc(&buf, bytes));
-    fill_f16_kernel<<<1024, 256>>>(static_cast<__half*>(buf), bytes / 2, 5);
-    CK(cudaGetLastError());
-    const size_t half = bytes / 2 / 16;
-    const int grid = prop.multiProcessorCount * 8;
-    const double us = median_us_graph(s, 4, 15, [&](int i) {
-      read_kernel<<<grid, 512, 0, s>>>(static_cast<const uint4*>(buf) + (i % 2) * half, half, sink);
-    });
-    ceiling_gbs = (bytes / 2) / (us * 1e3);
-    CK(cudaFree(buf));
-    std::printf("read ceiling: %.0f GB/s (read-only kernel, 2 x %.2f GB)\n", ceiling_gbs, bytes / 2 / 1e9);
-  }
+  const double ceiling_gbs = voltserve::bench::read_ceiling_gbs(s, prop);
+  std::printf("read ceiling: %.0f GB/s (read-only kernel over 2 x up to 2.4 GB)\n", ceiling_gbs);
 
   ka::Params p;
   p.n_heads = 24;
@@ -205,8 +116,8 @@ int main(int argc, char** argv) {
   __half *k_cache, *v_cache;
   CK(cudaMalloc(&k_cache, pool_pages * page_bytes));
   CK(cudaMalloc(&v_cache, pool_pages * page_bytes));
-  fill_f16_kernel<<<4096, 256>>>(k_cache, pool_pages * page_bytes / 2, 11);
-  fill_f16_kernel<<<4096, 256>>>(v_cache, pool_pages * page_bytes / 2, 12);
+  fill_f16(k_cache, pool_pages * page_bytes / 2, 11);
+  fill_f16(v_cache, pool_pages * page_bytes / 2, 12);
   CK(cudaGetLastError());
   float *qg, *k, *v, *norm, *out;
   CK(cudaMalloc(&qg, static_cast<size_t>(max_rows) * p.n_heads * 2 * p.head_dim * 4));
@@ -214,10 +125,10 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&v, static_cast<size_t>(max_rows) * kv_width * 4));
   CK(cudaMalloc(&norm, static_cast<size_t>(p.head_dim) * 4));
   CK(cudaMalloc(&out, static_cast<size_t>(max_rows) * p.n_heads * p.head_dim * 4));
-  fill_f32_kernel<<<1024, 256>>>(qg, static_cast<size_t>(max_rows) * p.n_heads * 2 * p.head_dim, 21, 2.0f);
-  fill_f32_kernel<<<1024, 256>>>(k, static_cast<size_t>(max_rows) * kv_width, 22, 2.0f);
-  fill_f32_kernel<<<1024, 256>>>(v, static_cast<size_t>(max_rows) * kv_width, 23, 1.0f);
-  fill_f32_kernel<<<64, 256>>>(norm, static_cast<size_t>(p.head_dim), 24, 0.3f);
+  fill_f32(qg, static_cast<size_t>(max_rows) * p.n_heads * 2 * p.head_dim, 21, 2.0f);
+  fill_f32(k, static_cast<size_t>(max_rows) * kv_width, 22, 2.0f);
+  fill_f32(v, static_cast<size_t>(max_rows) * kv_width, 23, 1.0f);
+  fill_f32(norm, static_cast<size_t>(p.head_dim), 24, 0.3f);
   CK(cudaGetLastError());
   std::mt19937 rng(7);
 

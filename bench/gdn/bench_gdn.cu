@@ -14,20 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "common/bench_util.cuh"
 #include "gdn/gdn.h"
 #include "gdn/gdn_plan.h"
 
 using namespace voltserve::kernels;
 using namespace voltserve::kernels::gdn;
 
-#define CK(call)                                                                                                     \
-  do {                                                                                                               \
-    cudaError_t e_ = (call);                                                                                         \
-    if (e_ != cudaSuccess) {                                                                                         \
-      std::fprintf(stderr, "bench_gdn: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                                                  \
-    }                                                                                                                \
-  } while (0)
+#define CK BENCH_CK
 
 #define KS(call)                                                                                   \
   do {                                                                                             \
@@ -40,74 +34,23 @@ using namespace voltserve::kernels::gdn;
 
 namespace {
 
-__global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
-  uint32_t acc = 0;
+using voltserve::bench::median_us_graph;
+
+__global__ void shift_kernel(float* p, size_t n, float by) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads alive
-}
-
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-
-__global__ void fill_kernel(float* p, size_t n, uint64_t seed, float lo, float hi) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    p[i] = lo + (hi - lo) * (static_cast<float>(hash32(seed * 0x9E3779B97F4A7C15ull + i) >> 8) / 16777216.0f);
+    p[i] += by;
   }
 }
 
 float* alloc_fill(size_t n, uint64_t seed, float lo, float hi) {
   float* p = nullptr;
   CK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(float)));
-  fill_kernel<<<1024, 256>>>(p, n, seed, lo, hi);
+  // Uniform in [lo, hi): the shared fill is symmetric, so scale and shift it.
+  voltserve::bench::fill_f32(p, n, seed, 0.5f * (hi - lo));
+  if (lo != -hi) shift_kernel<<<1024, 256>>>(p, n, 0.5f * (hi + lo));
   CK(cudaGetLastError());
   return p;
-}
-
-float kWarmupMs = 25.0f;
-
-template <typename F>
-double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
-  enqueue(0);  // warm-up outside capture
-  CK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) enqueue(i);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto replay_ms = [&] {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    return ms;
-  };
-  float warm_ms = 0;  // steady clocks: the GPU slows down while the host sets the next case up
-  for (int i = 0; i < 10000 && warm_ms < kWarmupMs; ++i) warm_ms += replay_ms();
-  std::vector<double> t;
-  for (int r = 0; r < replays; ++r) t.push_back(replay_ms() * 1000.0 / launches);
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return t[t.size() / 2];
 }
 
 struct Case {
@@ -135,7 +78,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
     } else if (!std::strcmp(argv[i], "--warmup-ms") && i + 1 < argc) {
-      kWarmupMs = std::strtof(argv[++i], nullptr);
+      voltserve::bench::g_warmup_ms = std::strtof(argv[++i], nullptr);
     } else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr, "usage: bench_gdn [--quick] [--warmup-ms MS]\n");
@@ -150,28 +93,10 @@ int main(int argc, char** argv) {
               prop.multiProcessorCount, l2 / 1e6);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  unsigned* sink;
-  CK(cudaMalloc(&sink, 4));
   const int replays = quick ? 15 : 41;
 
-  // Read ceiling: a read-only kernel over two halves of a buffer well above L2, rotated.
-  double ceiling_gbs = 0;
-  {
-    size_t free_b = 0, total_b = 0;
-    CK(cudaMemGetInfo(&free_b, &total_b));
-    const size_t bytes = std::min<size_t>(size_t{4608} << 20, free_b / 3) / 32 * 32;
-    void* buf;
-    CK(cudaMalloc(&buf, bytes));
-    CK(cudaMemset(buf, 0x5A, bytes));
-    const size_t half = bytes / 2 / 16;
-    const int grid = prop.multiProcessorCount * 8;
-    const double us = median_us_graph(s, 4, 15, [&](int i) {
-      read_kernel<<<grid, 512, 0, s>>>(static_cast<const uint4*>(buf) + (i % 2) * half, half, sink);
-    });
-    ceiling_gbs = (bytes / 2) / (us * 1e3);
-    CK(cudaFree(buf));
-    std::printf("read ceiling: %.0f GB/s (read-only kernel, 2 x %.2f GB)\n", ceiling_gbs, bytes / 2 / 1e9);
-  }
+  const double ceiling_gbs = voltserve::bench::read_ceiling_gbs(s, prop);
+  std::printf("read ceiling: %.0f GB/s (read-only kernel over 2 x up to 2.4 GB)\n", ceiling_gbs);
 
   Params p;
   p.n_k_heads = 16;
@@ -348,7 +273,6 @@ int main(int argc, char** argv) {
                 r.total_us, r.gbs, r.pct, r.stage_us[0], r.stage_us[1], r.stage_us[2], r.stage_us[3], r.stage_us[4],
                 r.pass_us[0], r.pass_us[1], rec_pct);
   }
-  CK(cudaFree(sink));
   CK(cudaStreamDestroy(s));
   return 0;
 }

@@ -14,44 +14,21 @@
 #include <string>
 #include <vector>
 
+#include "common/bench_util.cuh"
 #include "sampling/sampling.h"
 
 using namespace voltserve::kernels;
 using namespace voltserve::kernels::sampling;
 
-#define CK(call)                                                                                            \
-  do {                                                                                                      \
-    cudaError_t e_ = (call);                                                                                \
-    if (e_ != cudaSuccess) {                                                                                \
-      std::fprintf(stderr, "bench_sampling: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, \
-                   __LINE__);                                                                               \
-      std::exit(1);                                                                                         \
-    }                                                                                                       \
-  } while (0)
+#define CK BENCH_CK
 
 namespace {
 
 constexpr int32_t kVocab = 248320;
 constexpr int32_t kRealVocab = 248077;
 
-__global__ void read_kernel(const uint4* p, size_t n, unsigned* sink) {
-  uint32_t acc = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9E3779B9u) *sink = acc;  // keeps the loads alive
-}
-
-__device__ uint32_t hash32(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
+using voltserve::bench::hash32;
+using voltserve::bench::median_us_graph;
 
 // Logits of rows of `stride` floats: flat (uniform in [-4, 4]) or peaked (a sum of four uniforms times 2.5, one id
 // in 4000 lifted by 8..16: a language model's next-token logits); padding ids hold 1e30 (never read).
@@ -66,42 +43,6 @@ __global__ void fill_logits_kernel(float* p, size_t n, int32_t stride, int32_t n
     if (peaked && (a % 4000u) == 7u) v += 8.0f + 8.0f * u3;
     p[i] = id < n_real ? v : 1e30f;
   }
-}
-
-float kWarmupMs = 25.0f;
-
-template <typename F>
-double median_us_graph(cudaStream_t s, int launches, int replays, F&& enqueue) {
-  enqueue(0);  // warm-up outside capture
-  CK(cudaStreamSynchronize(s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) enqueue(i);
-  CK(cudaStreamEndCapture(s, &g));
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto replay_ms = [&] {
-    CK(cudaEventRecord(a, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    return ms;
-  };
-  float warm_ms = 0;
-  for (int i = 0; i < 10000 && warm_ms < kWarmupMs; ++i) warm_ms += replay_ms();
-  std::vector<double> t;
-  for (int r = 0; r < replays; ++r) t.push_back(replay_ms() * 1000.0 / launches);
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return t[t.size() / 2];
 }
 
 struct Setting {
@@ -134,7 +75,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) {
       quick = true;
     } else if (!std::strcmp(argv[i], "--warmup-ms") && i + 1 < argc) {
-      kWarmupMs = std::strtof(argv[++i], nullptr);
+      voltserve::bench::g_warmup_ms = std::strtof(argv[++i], nullptr);
     } else {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr,
@@ -152,24 +93,9 @@ int main(int argc, char** argv) {
               prop.minor, prop.multiProcessorCount, l2 / 1e6, kVocab, kRealVocab);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  unsigned* sink;
-  CK(cudaMalloc(&sink, 4));
 
-  double ceiling_gbs = 0;
-  {
-    const size_t bytes = size_t{4608} << 20;
-    void* buf;
-    CK(cudaMalloc(&buf, bytes));
-    CK(cudaMemset(buf, 1, bytes));
-    const size_t half = bytes / 2 / 16;
-    const int grid = prop.multiProcessorCount * 8;
-    const double us = median_us_graph(s, 4, 15, [&](int i) {
-      read_kernel<<<grid, 512, 0, s>>>(static_cast<const uint4*>(buf) + (i % 2) * half, half, sink);
-    });
-    ceiling_gbs = (bytes / 2) / (us * 1e3);
-    CK(cudaFree(buf));
-    std::printf("read ceiling: %.0f GB/s (read-only kernel, 2 x %.2f GB)\n", ceiling_gbs, bytes / 2 / 1e9);
-  }
+  const double ceiling_gbs = voltserve::bench::read_ceiling_gbs(s, prop);
+  std::printf("read ceiling: %.0f GB/s (read-only kernel over 2 x up to 2.4 GB)\n", ceiling_gbs);
 
   const std::vector<int32_t> row_counts = quick ? std::vector<int32_t>{1, 8, 64} : std::vector<int32_t>{1, 8, 64, 256};
   const int replays = quick ? 9 : 21;
@@ -287,6 +213,5 @@ int main(int argc, char** argv) {
   }
   CK(cudaFree(counts));
   CK(cudaFree(bits));
-  CK(cudaFree(sink));
   return 0;
 }

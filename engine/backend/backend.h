@@ -15,8 +15,10 @@
 #include <string_view>
 #include <vector>
 
+#include "attention/attention.h"
 #include "common/dtype.h"
 #include "common/step_desc.h"
+#include "gdn/gdn.h"
 #include "linear/linear_ref.h"
 #include "sampling/sampling.h"
 #include "voltserve/status.h"
@@ -56,16 +58,9 @@ class PreparedLinear {
   virtual int64_t k() const = 0;  // input features
 };
 
-// Gated full attention (MODEL.md §2.5). Norm weights arrive with the zero-centred "+1" already added.
-struct AttentionParams {
-  int32_t n_heads = 0;
-  int32_t n_kv_heads = 0;
-  int32_t head_dim = 0;
-  int32_t rotary_dim = 0;  // NeoX pairs (j, j + rotary_dim/2) for j < rotary_dim/2; the rest passes through
-  float rope_theta = 10000.0f;
-  float rms_norm_eps = 1e-6f;
-  int32_t page_size = 16;
-};
+// Gated full attention (MODEL.md §2.5): the kernels' parameters (kernels/attention/attention.h). Norm weights arrive
+// with the zero-centred "+1" already added.
+using AttentionParams = kernels::attention::Params;
 struct AttentionWeights {
   Tensor q_norm;  // [1, head_dim] fp32, (1 + w)
   Tensor k_norm;  // [1, head_dim] fp32, (1 + w)
@@ -77,16 +72,8 @@ struct KvCacheLayer {
   Tensor v;
 };
 
-// Gated DeltaNet mixer (MODEL.md §2.6).
-struct GdnParams {
-  int32_t n_k_heads = 0;
-  int32_t n_v_heads = 0;  // a multiple of n_k_heads; v-head j reads q/k head j / (n_v_heads / n_k_heads)
-  int32_t head_k_dim = 0;
-  int32_t head_v_dim = 0;
-  int32_t conv_kernel = 4;
-  float rms_norm_eps = 1e-6f;
-  int32_t conv_dim() const { return 2 * n_k_heads * head_k_dim + n_v_heads * head_v_dim; }
-};
+// Gated DeltaNet mixer (MODEL.md §2.6): the kernels' parameters (kernels/gdn/gdn.h).
+using GdnParams = kernels::gdn::Params;
 struct GdnWeights {
   Tensor conv;         // [conv_dim, conv_kernel] fp32; the last tap multiplies the current token
   Tensor a_log;        // [1, n_v_heads] fp32
@@ -161,6 +148,18 @@ struct StepResult {
   std::vector<float> hidden;  // [rows with kOutHidden, hidden_size], in output order
   void clear();
 };
+
+// The kernels' view of a GDN state layer; max_ckpt_tokens = checkpoint rows per slot (0 without checkpoints).
+kernels::gdn::State gdn_state_view(const GdnStateLayer& s);
+// An internal error naming `backend` when a verify item of `batch` has more rows than `s` checkpoints per slot, or
+// when `index` / `slot` of a commit (index >= 0) fall outside them; ok otherwise.
+Status check_gdn_checkpoints(const StepBatch& batch, const kernels::gdn::State& s, std::string_view backend);
+Status check_gdn_commit(const GdnStateLayer& layer, const kernels::gdn::State& s, int32_t slot, int32_t index,
+                        std::string_view backend);
+
+// The sampler's parameters of each output row of `batch`, with the slot of the row's sequence (-1 when no
+// sequence holds it) and the sampler's flags from the row's output flags: what every backend hands its sampler.
+std::vector<kernels::sampling::RowParams> sampler_rows(const StepBatch& batch);
 
 class Backend {
  public:

@@ -65,6 +65,7 @@ void run_serve(http::ServeSettings s) {
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   ctx.system_fingerprint = "fp_voltserve_0.1.0";
   ctx.options.http_threads = s.http.http_threads > 0 ? s.http.http_threads : s.max_running + s.max_waiting + 16;
+  ctx.responses.configure(s.http.response_store_entries, s.http.response_store_bytes);
 
   http::HttpServer server(ctx);
   Result<int> port = server.bind();
@@ -213,10 +214,17 @@ void register_serve_command(CLI::App& app) {
   auto* o_per_addr = cmd->add_option("--max-connections-per-address", s.http.max_connections_per_address,
                                      "Open connections per client address; beyond it 429 (default 0 = no limit)")
                          ->check(CLI::Range(0, 1 << 20));
+  auto store_mib = std::make_shared<size_t>(s.http.response_store_bytes >> 20);
+  auto* o_store = cmd->add_option("--response-store-entries", s.http.response_store_entries,
+                                  "Responses kept for GET /v1/responses/{id} and previous_response_id (default 1024; 0 = none)")
+                      ->check(CLI::Range(size_t{0}, size_t{1} << 30));
+  auto* o_store_mib = cmd->add_option("--response-store-mib", *store_mib, "Memory bound of that store in MiB (default 256)")
+                          ->check(CLI::Range(size_t{0}, size_t{1} << 30));
 
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
                  o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads,
-                 o_header_timeout, o_body_timeout, o_idle_timeout, o_write_timeout, o_max_conn, o_per_addr] {
+                 o_header_timeout, o_body_timeout, o_idle_timeout, o_write_timeout, o_max_conn, o_per_addr, o_store,
+                 o_store_mib, store_mib] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -249,6 +257,8 @@ void register_serve_command(CLI::App& app) {
     if (o_write_timeout->count()) merged.http.write_timeout_s = f.http.write_timeout_s;
     if (o_max_conn->count()) merged.http.max_connections = f.http.max_connections;
     if (o_per_addr->count()) merged.http.max_connections_per_address = f.http.max_connections_per_address;
+    if (o_store->count()) merged.http.response_store_entries = f.http.response_store_entries;
+    if (o_store_mib->count()) merged.http.response_store_bytes = *store_mib << 20;
     run_serve(std::move(merged));
   });
 }

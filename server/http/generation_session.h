@@ -1,8 +1,9 @@
-// The life cycle shared by every generation route: wait for engine events (keep-alives while waiting, a timeout
-// at --request-timeout), turn them into SSE text or one JSON body through the route's hooks, end with an error
-// event or the usage chunk and [DONE], and write the access-log record once. A client that hangs up — seen by the
-// connection front end, streaming or not, running or queued — wakes the wait and cancels every choice; the session
-// records how many engine steps the release took. Tested by tests/e2e/test_disconnects.py and the other e2e suites.
+// The life cycle shared by every generation route (chat, completions, responses, messages): wait for engine events
+// (keep-alives while waiting, a timeout at --request-timeout), turn them into SSE text or one JSON body through the
+// route's hooks, end with an error event or the usage chunk and [DONE], and write the access-log record once. A
+// client that hangs up — seen by the connection front end, streaming or not, running or queued — wakes the wait and
+// cancels every choice; the session records how many engine steps the release took. Tested by
+// tests/e2e/test_disconnects.py and the other e2e suites.
 #pragma once
 
 #include <chrono>
@@ -50,6 +51,11 @@ class GenerationSession : public StreamSession {
   virtual std::string usage_chunk() const = 0;       // the SSE data line of the final usage chunk
   virtual std::string finish_reasons() const = 0;    // for the access log
   virtual std::string opening() { return ""; }       // SSE text sent once before any event (chat: role chunks)
+  // The end of a stream: after a failure (default: an OpenAI error chunk and [DONE]) or after every choice
+  // finished (default: the usage chunk when asked for, and [DONE]). The Responses and Anthropic routes end theirs
+  // with their own events.
+  virtual std::string stream_error(const openai::ApiError& error);
+  virtual std::string stream_end();
 
   // Waits until every choice finished; throws the ApiError if the request failed (non-streaming answers).
   void run_until_finished();

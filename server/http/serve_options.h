@@ -25,6 +25,8 @@ struct ServeOptions {
   double write_timeout_s = 30;              // a response write (an SSE chunk) blocked longer: the client is gone
   int max_connections = 4096;               // open connections in all (bounded by the open-file limit)
   int max_connections_per_address = 0;      // per client address (0 = no limit; a reverse proxy is one address)
+  size_t response_store_entries = 1024;     // /v1/responses kept for GET and previous_response_id (0 = none)
+  size_t response_store_bytes = size_t{256} << 20;
 };
 
 }  // namespace voltserve::http

@@ -105,6 +105,15 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     else if (k == "write_timeout") st = positive(s.http.write_timeout_s);
     else if (k == "max_connections") st = int32(s.http.max_connections, 16, 1 << 20);
     else if (k == "max_connections_per_address") st = int32(s.http.max_connections_per_address, 0, 1 << 20);
+    else if (k == "response_store_entries" || k == "response_store_mib") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t{1} << 30)) {
+        st = type_error(file, k, "an integer in [0, 2^30]");
+      } else if (k == "response_store_entries") {
+        s.http.response_store_entries = static_cast<size_t>(v.get<int64_t>());
+      } else {
+        s.http.response_store_bytes = static_cast<size_t>(v.get<int64_t>()) << 20;
+      }
+    }
     else if (k == "mirror_reasoning") {
       if (!v.is_boolean()) st = type_error(file, k, "a boolean");
       else s.http.mirror_reasoning = v.get<bool>();

@@ -28,31 +28,22 @@ int32_t default_threads(int32_t requested) {
   return std::clamp(hw, 1, 8);
 }
 
-kernels::gdn::Params gdn_params(const GdnParams& p) {
-  kernels::gdn::Params k;
-  k.n_k_heads = p.n_k_heads;
-  k.n_v_heads = p.n_v_heads;
-  k.head_k_dim = p.head_k_dim;
-  k.head_v_dim = p.head_v_dim;
-  k.conv_kernel = p.conv_kernel;
-  k.rms_norm_eps = p.rms_norm_eps;
-  return k;
-}
-
-kernels::gdn::State gdn_state(const GdnStateLayer& s, int32_t max_verify_tokens) {
-  kernels::gdn::State k;
-  k.conv = s.conv.f32();
-  k.recurrent = s.recurrent.f32();
-  k.conv_ckpt = s.conv_ckpt.empty() ? nullptr : s.conv_ckpt.f32();
-  k.recurrent_ckpt = s.recurrent_ckpt.empty() ? nullptr : s.recurrent_ckpt.f32();
-  k.max_ckpt_tokens = max_verify_tokens;
-  return k;
-}
-
-// Checkpoint rows per slot of a GDN state layer (0 without checkpoints).
-int32_t ckpt_rows_per_slot(const GdnStateLayer& s) {
-  if (s.recurrent_ckpt.empty() || s.recurrent.rows == 0) return 0;
-  return static_cast<int32_t>(s.recurrent_ckpt.rows / s.recurrent.rows);
+// The reference norm's arguments over fp32 views; `residual` (optional) is updated in place.
+kernels::norm::RmsNormArgs norm_args(const Tensor& x, Tensor* residual, const Tensor& w, float eps, Tensor& out) {
+  kernels::norm::RmsNormArgs a;
+  a.x = x.f32();
+  a.x_stride = x.stride;
+  if (residual != nullptr) {
+    a.residual = residual->f32();
+    a.residual_stride = residual->stride;
+  }
+  a.weight = w.empty() ? nullptr : w.f32();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.n_rows = static_cast<int32_t>(x.rows);
+  a.n = static_cast<int32_t>(x.cols);
+  a.eps = eps;
+  return a;
 }
 
 }  // namespace
@@ -206,16 +197,7 @@ void CpuBackend::embed(const PreparedLinear& table, Tensor& out) {
 
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
   if (!check_f32(x, "rms_norm", "x") || !check_f32(out, "rms_norm", "out")) return;
-  kernels::norm::RmsNormArgs a;
-  a.x = x.f32();
-  a.x_stride = x.stride;
-  a.weight = w.empty() ? nullptr : w.f32();
-  a.out = out.f32();
-  a.out_stride = out.stride;
-  a.n_rows = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(x.cols);
-  a.eps = eps;
-  kernels::norm::rms_norm_ref(a, &pool_);
+  kernels::norm::rms_norm_ref(norm_args(x, nullptr, w, eps, out), &pool_);
 }
 
 void CpuBackend::rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
@@ -223,18 +205,7 @@ void CpuBackend::rms_norm_residual(const Tensor& x, Tensor& residual, const Tens
       !check_f32(out, "rms_norm_residual", "out")) {
     return;
   }
-  kernels::norm::RmsNormArgs a;
-  a.x = x.f32();
-  a.x_stride = x.stride;
-  a.residual = residual.f32();
-  a.residual_stride = residual.stride;
-  a.weight = w.empty() ? nullptr : w.f32();
-  a.out = out.f32();
-  a.out_stride = out.stride;
-  a.n_rows = static_cast<int32_t>(x.rows);
-  a.n = static_cast<int32_t>(x.cols);
-  a.eps = eps;
-  kernels::norm::rms_norm_ref(a, &pool_);
+  kernels::norm::rms_norm_ref(norm_args(x, &residual, w, eps, out), &pool_);
 }
 
 void CpuBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& out) {
@@ -304,14 +275,6 @@ void CpuBackend::gated_attention(const AttentionParams& p, const AttentionWeight
       !check_f32(cache.k, "gated_attention", "k cache")) {
     return;
   }
-  kernels::attention::Params kp;
-  kp.n_heads = p.n_heads;
-  kp.n_kv_heads = p.n_kv_heads;
-  kp.head_dim = p.head_dim;
-  kp.rotary_dim = p.rotary_dim;
-  kp.rope_theta = p.rope_theta;
-  kp.rms_norm_eps = p.rms_norm_eps;
-  kp.page_size = p.page_size;
   kernels::attention::RefArgs a;
   a.qg = qg.f32();
   a.qg_stride = qg.stride;
@@ -329,7 +292,7 @@ void CpuBackend::gated_attention(const AttentionParams& p, const AttentionWeight
   a.out = out.f32();
   a.out_stride = out.stride;
   a.parallel = &pool_;
-  kernels::attention::gated_attention_ref(kp, a);
+  kernels::attention::gated_attention_ref(p, a);
 }
 
 void CpuBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
@@ -338,14 +301,8 @@ void CpuBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor
       !check_f32(state.recurrent, "gdn_layer", "state")) {
     return;
   }
-  const int32_t ckpt_rows = ckpt_rows_per_slot(state);
-  for (const kernels::SeqDesc& s : batch_->seqs) {
-    if (s.ckpt >= 0 && (ckpt_rows == 0 || s.n_tokens > ckpt_rows)) {
-      fail(internal_error("cpu backend: a verify item of " + std::to_string(s.n_tokens) + " tokens but " +
-                          std::to_string(ckpt_rows) + " checkpoint rows per slot"));
-      return;
-    }
-  }
+  const kernels::gdn::State view = gdn_state_view(state);
+  if (Status s = check_gdn_checkpoints(*batch_, view, "cpu"); !s.is_ok()) return fail(std::move(s));
   kernels::gdn::RefArgs a;
   a.qkv = qkv.f32();
   a.qkv_stride = qkv.stride;
@@ -359,7 +316,7 @@ void CpuBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor
   a.w.a_log = w.a_log.f32();
   a.w.dt_bias = w.dt_bias.f32();
   a.w.norm_weight = w.norm_weight.f32();
-  a.state = gdn_state(state, ckpt_rows);
+  a.state = view;
   a.seqs = batch_->seqs.data();
   a.n_seqs = static_cast<int32_t>(batch_->seqs.size());
   a.out = out.f32();
@@ -368,17 +325,14 @@ void CpuBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor
            : gdn_mode_ == GdnMode::kChunked  ? kernels::gdn::Mode::kChunked
                                              : kernels::gdn::Mode::kAuto;
   a.parallel = &pool_;
-  kernels::gdn::gdn_ref(gdn_params(p), a);
+  kernels::gdn::gdn_ref(p, a);
 }
 
 Status CpuBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) {
-  const int32_t ckpt_rows = ckpt_rows_per_slot(state);
-  if (ckpt_rows == 0 || index < 0 || index >= ckpt_rows || slot < 0 || slot >= state.recurrent.rows) {
-    return internal_error("cpu backend: gdn_commit of checkpoint " + std::to_string(index) + " in slot " +
-                          std::to_string(slot) + " (" + std::to_string(ckpt_rows) + " rows per slot)");
-  }
+  const kernels::gdn::State view = gdn_state_view(state);
+  VS_RETURN_IF_ERROR(check_gdn_commit(state, view, slot, index, "cpu"));
   const kernels::gdn::Commit c{slot, slot, index};
-  kernels::gdn::commit_ref(gdn_params(p), gdn_state(state, ckpt_rows), &c, 1);
+  kernels::gdn::commit_ref(p, view, &c, 1);
   return Status::ok();
 }
 
@@ -391,24 +345,13 @@ void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidde
   const auto n_out = static_cast<int64_t>(outputs.size());
   const int64_t vocab = head.n();
   const int64_t chunk = logits_ws.rows;
+  const std::vector<kernels::sampling::RowParams> params = sampler_rows(*batch_);
   for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
     const int64_t nr = std::min(chunk, n_out - r0);
     Tensor logits = logits_ws.first_rows(nr);
     Tensor h{hidden.f32_row(r0), DType::kF32, nr, hidden.cols, hidden.stride};
     linear(head, h, logits);
     if (!step_status_.is_ok()) return;
-    std::vector<kernels::sampling::RowParams> params(static_cast<size_t>(nr));
-    for (int64_t i = 0; i < nr; ++i) {
-      const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
-      kernels::sampling::RowParams& p = params[static_cast<size_t>(i)];
-      p = o.sampling;
-      p.flags = ((o.flags & kOutSample) ? kernels::sampling::kSample : 0u) |
-                ((o.flags & kOutLogprobs) ? kernels::sampling::kLogprobs : 0u);
-      p.slot = -1;
-      for (const kernels::SeqDesc& s : batch_->seqs) {
-        if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens) p.slot = s.slot;
-      }
-    }
     std::vector<int32_t> token(static_cast<size_t>(nr)), status(static_cast<size_t>(nr)),
         nan_index(static_cast<size_t>(nr), -1), top_ids(static_cast<size_t>(nr * kernels::sampling::kMaxTopLogprobs));
     std::vector<float> logprob(static_cast<size_t>(nr)), top_lp(static_cast<size_t>(nr * kernels::sampling::kMaxTopLogprobs));
@@ -418,7 +361,7 @@ void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidde
     a.n_rows = static_cast<int32_t>(nr);
     a.n_vocab_real = std::min<int32_t>(limits_.n_vocab_real > 0 ? limits_.n_vocab_real : static_cast<int32_t>(vocab),
                                        static_cast<int32_t>(vocab));
-    a.rows = params.data();
+    a.rows = params.data() + r0;
     a.bias_ids = batch_->bias_ids.data();
     a.bias_values = batch_->bias_values.data();
     a.penalties = penalties_;

@@ -453,20 +453,12 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
     max_context_ = std::max(max_context_, s.n_past + s.n_tokens);
   }
   // Each output row's sampling parameters with its sequence's slot, and the rows themselves.
-  row_params_.resize(static_cast<size_t>(n_out));
+  row_params_ = sampler_rows(batch);
   out_rows_.resize(static_cast<size_t>(n_out));
   n_logit_rows_ = 0;
   n_hidden_rows_ = 0;
   for (int32_t i = 0; i < n_out; ++i) {
     const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
-    kernels::sampling::RowParams p = o.sampling;
-    p.flags = ((o.flags & kOutSample) ? kernels::sampling::kSample : 0u) |
-              ((o.flags & kOutLogprobs) ? kernels::sampling::kLogprobs : 0u);
-    p.slot = -1;
-    for (const kernels::SeqDesc& s : batch.seqs) {
-      if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens) p.slot = s.slot;
-    }
-    row_params_[static_cast<size_t>(i)] = p;
     out_rows_[static_cast<size_t>(i)] = o.row;
     n_logit_rows_ += (o.flags & kOutLogits) ? 1 : 0;
     n_hidden_rows_ += (o.flags & kOutHidden) ? 1 : 0;
@@ -681,16 +673,8 @@ void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeigh
                                   const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) {
   if (!in_step("gated_attention")) return;
   const auto timed = timer_.scope(options_.op_timing, "gated_attention", stream_);
-  kernels::attention::Params kp;
-  kp.n_heads = p.n_heads;
-  kp.n_kv_heads = p.n_kv_heads;
-  kp.head_dim = p.head_dim;
-  kp.rotary_dim = p.rotary_dim;
-  kp.rope_theta = p.rope_theta;
-  kp.rms_norm_eps = p.rms_norm_eps;
-  kp.page_size = p.page_size;
   const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
-  const size_t ws = kernels::attention::workspace_bytes(kp, batch_->n_tokens(), n_seqs, max_seq_tokens_, max_context_);
+  const size_t ws = kernels::attention::workspace_bytes(p, batch_->n_tokens(), n_seqs, max_seq_tokens_, max_context_);
   if (ws > scratch_bytes_) {
     if (Status s = ensure_scratch(ws); !s.is_ok()) return fail(std::move(s));
   }
@@ -718,46 +702,17 @@ void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeigh
   a.workspace = scratch_;
   a.workspace_bytes = scratch_bytes_;
   a.stream = stream_;
-  check(kernels::attention::gated_attention(kp, a), "gated_attention");
-}
-
-kernels::gdn::Params kernel_gdn_params(const GdnParams& p) {
-  kernels::gdn::Params k;
-  k.n_k_heads = p.n_k_heads;
-  k.n_v_heads = p.n_v_heads;
-  k.head_k_dim = p.head_k_dim;
-  k.head_v_dim = p.head_v_dim;
-  k.conv_kernel = p.conv_kernel;
-  k.rms_norm_eps = p.rms_norm_eps;
-  return k;
-}
-
-kernels::gdn::State kernel_gdn_state(const GdnStateLayer& s) {
-  kernels::gdn::State k;
-  k.conv = s.conv.f32();
-  k.recurrent = s.recurrent.f32();
-  if (!s.recurrent_ckpt.empty() && s.recurrent.rows > 0) {
-    k.conv_ckpt = s.conv_ckpt.f32();
-    k.recurrent_ckpt = s.recurrent_ckpt.f32();
-    k.max_ckpt_tokens = static_cast<int32_t>(s.recurrent_ckpt.rows / s.recurrent.rows);
-  }
-  return k;
+  check(kernels::attention::gated_attention(p, a), "gated_attention");
 }
 
 void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
                             const Tensor& b, const Tensor& a_in, GdnStateLayer& state, Tensor& out) {
   if (!in_step("gdn_layer")) return;
   const auto timed = timer_.scope(options_.op_timing, "gdn_layer", stream_);
-  const kernels::gdn::Params kp = kernel_gdn_params(p);
   const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
-  const kernels::gdn::State ks = kernel_gdn_state(state);
-  for (const kernels::SeqDesc& s : batch_->seqs) {
-    if (s.ckpt >= 0 && (ks.max_ckpt_tokens == 0 || s.n_tokens > ks.max_ckpt_tokens)) {
-      return fail(internal_error("cuda backend: a verify item of " + std::to_string(s.n_tokens) + " tokens but " +
-                                 std::to_string(ks.max_ckpt_tokens) + " checkpoint rows per slot"));
-    }
-  }
-  const size_t ws = kernels::gdn::workspace_bytes(kp, batch_->n_tokens(), n_seqs, max_seq_tokens_);
+  const kernels::gdn::State ks = gdn_state_view(state);
+  if (Status s = check_gdn_checkpoints(*batch_, ks, "cuda"); !s.is_ok()) return fail(std::move(s));
+  const size_t ws = kernels::gdn::workspace_bytes(p, batch_->n_tokens(), n_seqs, max_seq_tokens_);
   if (ws > scratch_bytes_) {
     if (Status s = ensure_scratch(ws); !s.is_ok()) return fail(std::move(s));
   }
@@ -786,18 +741,15 @@ void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tenso
   a.workspace = scratch_;
   a.workspace_bytes = scratch_bytes_;
   a.stream = stream_;
-  check(kernels::gdn::gdn_forward(kp, a), "gdn_layer");
+  check(kernels::gdn::gdn_forward(p, a), "gdn_layer");
 }
 
 Status CudaBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) {
-  const kernels::gdn::State ks = kernel_gdn_state(state);
-  if (ks.max_ckpt_tokens == 0 || index < 0 || index >= ks.max_ckpt_tokens || slot < 0 || slot >= state.recurrent.rows) {
-    return internal_error("cuda backend: gdn_commit of checkpoint " + std::to_string(index) + " in slot " +
-                          std::to_string(slot));
-  }
+  const kernels::gdn::State ks = gdn_state_view(state);
+  VS_RETURN_IF_ERROR(check_gdn_commit(state, ks, slot, index, "cuda"));
   const kernels::gdn::Commit c{slot, slot, index};
   VS_CUDA_RETURN(cudaMemcpyAsync(d_commit_, &c, sizeof(c), cudaMemcpyHostToDevice, stream_));
-  const kernels::KernelStatus s = kernels::gdn::commit(kernel_gdn_params(p), ks, d_commit_, 1, stream_);
+  const kernels::KernelStatus s = kernels::gdn::commit(p, ks, d_commit_, 1, stream_);
   if (!s.ok()) return kernel_status(s, "gdn_commit");
   // The host value `c` must outlive the copy.
   VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
