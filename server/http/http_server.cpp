@@ -205,7 +205,11 @@ bool HttpServer::dispatch(std::shared_ptr<ClientConnection> conn, const Frame& f
 }
 
 std::string HttpServer::reject_response(int status, const std::string& target, const std::string& message) {
-  const std::string body = openai::dump_json(openai::error_body(ApiError(code_for_status(status), message)));
+  const std::string path = target.substr(0, target.find('?'));
+  const ApiError error(code_for_status(status), message);
+  // The route's error vocabulary even though no route ran: an Anthropic client parses its own shape.
+  const std::string body =
+      openai::dump_json(anthropic_route(path) ? openai::anthropic_error_body(error) : openai::error_body(error));
   std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
                                 "Connection: close\r\nx-request-id: {}\r\n",
                                 status, reason_phrase(status), body.size(), openai::random_id("req-", 16));
@@ -214,7 +218,7 @@ std::string HttpServer::reject_response(int status, const std::string& target, c
   if (std::find(origins.begin(), origins.end(), "*") != origins.end()) out += "Access-Control-Allow-Origin: *\r\n";
   out += "\r\n";
   out += body;
-  ctx_.metrics.count_request(endpoint_name(target.substr(0, target.find('?'))), status);
+  ctx_.metrics.count_request(endpoint_name(path), status);
   // Slow and abusive clients can cause many of these: counted in /metrics, logged at debug only.
   server_log().debug("{} {}: {}", status, target.empty() ? "-" : target, message);
   return out;
