@@ -87,7 +87,7 @@ def check_released(c, srv, name, m_before, n_requests, t_close):
     n1, w1 = release_steps(m)
     c.check(n1 - n0 == n_requests, f"{name}: {n1 - n0} engine requests released after a disconnect, want {n_requests}")
     c.check(w1 - w0 == n1 - n0, f"{name}: released within one engine step ({w1 - w0} of {n1 - n0})")
-    print(f"  {name}: released in {took * 1000:.0f} ms, steps {m.get('voltserve_engine_steps_total')}")
+    print(f"  {name}: released in {took * 1000:.0f} ms (engine steps so far: {m.get('voltserve_engine_steps_total', 0):.0f})")
     return m
 
 
