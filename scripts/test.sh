@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (and what .ci/run calls): installs what is missing, builds, and runs every test this
 # machine can run, with any shared/ folder beside the clone hidden, then (only with VOLTSERVE_SANITIZERS=1) the
-# sanitizer runs (scripts/sanitize.sh asan and tsan), and prints how long each part took. GPU tests run only where a GPU is
-# present (scripts/gpu-check.sh on a GPU machine). The output ends with CTest's summary of the main build.
+# sanitizer runs (scripts/sanitize.sh asan and tsan), and prints how long each part took. GPU tests run only where a
+# GPU is present (scripts/gpu-check.sh on a GPU machine). The output ends with CTest's summary of the main build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
