@@ -631,6 +631,7 @@ void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event 
   event.n_tokens_accepted = seq.spec.n_accepted();
   event.drafted_per_position = seq.spec.drafted_per_position();
   event.accepted_per_position = seq.spec.accepted_per_position();
+  event.n_steps = counters_.n_steps;
   if (reason != FinishReason::kError && reason != FinishReason::kCancelled) event.prompt_logits = std::move(seq.prompt_logits);
   if (reason == FinishReason::kError) {
     event.error = error.is_ok() ? internal_error("request failed") : std::move(error);

@@ -133,6 +133,11 @@ void run_serve(http::ServeSettings s) {
   ctx.phase = http::ServerPhase::kReady;
   log.info("ready: model '{}' (context {}, vocab {}), max_running {}, max_waiting {}, http threads {}", ctx.model_name,
            ctx.model_info.context_length, ctx.limits.vocab_size, s.max_running, s.max_waiting, ctx.options.http_threads);
+  log.info("connections: at most {} ({} per address), header timeout {} s, body {} s, keep-alive {} s, write {} s",
+           ctx.options.max_connections,
+           ctx.options.max_connections_per_address > 0 ? std::to_string(ctx.options.max_connections_per_address) : "any",
+           ctx.options.header_timeout_s, ctx.options.body_timeout_s, ctx.options.keep_alive_timeout_s,
+           ctx.options.write_timeout_s);
 
   std::atomic<bool> signalled{false};
   pthread_t main_thread = pthread_self();
@@ -200,7 +205,8 @@ void register_serve_command(CLI::App& app) {
                                  "lm_head quantized at load (a smaller decode step)")
                      ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   auto* o_max_n = cmd->add_option("--max-n", s.max_n, "Largest n (choices per request, default 8)")->check(CLI::Range(1, 128));
-  auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads, "HTTP worker threads (0 = running + waiting + 16)");
+  auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads,
+                                         "HTTP worker threads; each generation holds one (0 = running + waiting + 16)");
   auto spec_k = std::make_shared<std::string>();
   auto* o_spec = cmd->add_option("--speculative-k", *spec_k,
                                  "Drafts per round for requests without speculative_k: N (0 = off) or auto "
@@ -212,6 +218,24 @@ void register_serve_command(CLI::App& app) {
   auto* o_max_spec = cmd->add_option("--max-speculative-k", s.max_speculative_k,
                                      "Most drafts per round any request may use (default 8; 0: no speculation)")
                          ->check(CLI::Range(0, 31));
+  auto* o_header_timeout = cmd->add_option("--header-timeout", s.http.header_timeout_s,
+                                           "Seconds for a client to send a whole request header (default 10; then 408)")
+                               ->check(CLI::PositiveNumber);
+  auto* o_body_timeout = cmd->add_option("--body-timeout", s.http.body_timeout_s,
+                                         "Seconds for the request body once the header is in (default 60; then 408)")
+                             ->check(CLI::PositiveNumber);
+  auto* o_idle_timeout = cmd->add_option("--keep-alive-timeout", s.http.keep_alive_timeout_s,
+                                         "Seconds an idle keep-alive connection stays open (default 60)")
+                             ->check(CLI::PositiveNumber);
+  auto* o_write_timeout = cmd->add_option("--write-timeout", s.http.write_timeout_s,
+                                          "Seconds a response write may block; then the client counts as gone (default 30)")
+                              ->check(CLI::PositiveNumber);
+  auto* o_max_conn = cmd->add_option("--max-connections", s.http.max_connections,
+                                     "Open connections in all (default 4096, bounded by the open-file limit)")
+                         ->check(CLI::Range(16, 1 << 20));
+  auto* o_per_addr = cmd->add_option("--max-connections-per-address", s.http.max_connections_per_address,
+                                     "Open connections per client address; beyond it 429 (default 0 = no limit)")
+                         ->check(CLI::Range(0, 1 << 20));
   auto store_mib = std::make_shared<size_t>(s.http.response_store_bytes >> 20);
   auto* o_store = cmd->add_option("--response-store-entries", s.http.response_store_entries,
                                   "Responses kept for GET /v1/responses/{id} and previous_response_id (default 1024; 0 = none)")
@@ -221,7 +245,8 @@ void register_serve_command(CLI::App& app) {
 
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
                   o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_pages, o_head,
-                  o_max_n, o_http_threads, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec] {
+                  o_max_n, o_http_threads, o_header_timeout, o_body_timeout, o_idle_timeout, o_write_timeout, o_max_conn,
+                  o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -252,6 +277,12 @@ void register_serve_command(CLI::App& app) {
     if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
     if (o_spec->count()) http::parse_speculative_k(*spec_k, merged.speculative_k);
     if (o_max_spec->count()) merged.max_speculative_k = f.max_speculative_k;
+    if (o_header_timeout->count()) merged.http.header_timeout_s = f.http.header_timeout_s;
+    if (o_body_timeout->count()) merged.http.body_timeout_s = f.http.body_timeout_s;
+    if (o_idle_timeout->count()) merged.http.keep_alive_timeout_s = f.http.keep_alive_timeout_s;
+    if (o_write_timeout->count()) merged.http.write_timeout_s = f.http.write_timeout_s;
+    if (o_max_conn->count()) merged.http.max_connections = f.http.max_connections;
+    if (o_per_addr->count()) merged.http.max_connections_per_address = f.http.max_connections_per_address;
     if (o_store->count()) merged.http.response_store_entries = f.http.response_store_entries;
     if (o_store_mib->count()) merged.http.response_store_bytes = *store_mib << 20;
     run_serve(std::move(merged));

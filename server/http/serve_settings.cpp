@@ -67,6 +67,11 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
       dst = v.get<double>();
       return Status::ok();
     };
+    auto positive = [&](double& dst) -> Status {
+      if (!v.is_number() || v.get<double>() <= 0) return type_error(file, k, "a positive number of seconds");
+      dst = v.get<double>();
+      return Status::ok();
+    };
     auto strings = [&](std::vector<std::string>& dst) -> Status {
       if (v.is_string()) {
         dst = {v.get<std::string>()};
@@ -123,6 +128,12 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     else if (k == "keepalive_interval") st = number(s.http.keepalive_interval_s);
     else if (k == "served_model_name") st = str(s.http.served_model_name);
     else if (k == "http_threads") { st = int32(http_threads, 0, 4096); s.http.http_threads = http_threads; }
+    else if (k == "header_timeout") st = positive(s.http.header_timeout_s);
+    else if (k == "body_timeout") st = positive(s.http.body_timeout_s);
+    else if (k == "keep_alive_timeout") st = positive(s.http.keep_alive_timeout_s);
+    else if (k == "write_timeout") st = positive(s.http.write_timeout_s);
+    else if (k == "max_connections") st = int32(s.http.max_connections, 16, 1 << 20);
+    else if (k == "max_connections_per_address") st = int32(s.http.max_connections_per_address, 0, 1 << 20);
     else if (k == "response_store_entries" || k == "response_store_mib") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t{1} << 30)) {
         st = type_error(file, k, "an integer in [0, 2^30]");

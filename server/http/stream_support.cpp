@@ -38,6 +38,7 @@ void start_sse(httplib::Response& res, std::shared_ptr<StreamSession> session) {
       [session](size_t, httplib::DataSink& sink) {
         bool done = false;
         std::string out = session->step(done);
+        if (session->client_gone()) return false;
         if (!out.empty() && !sink.write(out.data(), out.size())) {
           session->disconnected();
           return false;

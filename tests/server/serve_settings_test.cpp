@@ -36,6 +36,23 @@ TEST_CASE("config file keys apply", "[unit]") {
   CHECK(s.lm_head == "nvfp4");
 }
 
+TEST_CASE("config file connection limits apply; zero or negative timeouts are refused", "[unit]") {
+  ServeSettings s;
+  auto p = write("vs_cfg_conn.json", R"({"header_timeout": 2.5, "body_timeout": 30, "keep_alive_timeout": 5,
+                                         "write_timeout": 7, "max_connections": 100, "max_connections_per_address": 8})");
+  REQUIRE(apply_config_file(p, s).is_ok());
+  CHECK(s.http.header_timeout_s == 2.5);
+  CHECK(s.http.body_timeout_s == 30);
+  CHECK(s.http.keep_alive_timeout_s == 5);
+  CHECK(s.http.write_timeout_s == 7);
+  CHECK(s.http.max_connections == 100);
+  CHECK(s.http.max_connections_per_address == 8);
+  Status zero = apply_config_file(write("vs_cfg_conn0.json", R"({"header_timeout": 0})"), s);
+  CHECK(zero.message().find("header_timeout") != std::string::npos);
+  Status few = apply_config_file(write("vs_cfg_conn1.json", R"({"max_connections": 3})"), s);
+  CHECK(few.message().find("max_connections") != std::string::npos);
+}
+
 TEST_CASE("the response store bounds come from the config file", "[unit]") {
   ServeSettings s;
   CHECK(s.http.response_store_entries == 1024);

@@ -58,6 +58,7 @@ struct Event {
   int32_t n_tokens_accepted = 0;
   std::vector<int32_t> drafted_per_position;
   std::vector<int32_t> accepted_per_position;
+  uint64_t n_steps = 0;                           // engine steps completed when the final event was emitted
   // Request::n_prompt_logits > 0: [n_prompt_logits, vocab_size] logits of the last prompt positions, on the final
   // event.
   std::vector<float> prompt_logits;
