@@ -50,7 +50,11 @@ uint64_t parse_size(const std::string& text) {
 
 std::string gb(uint64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GB", static_cast<double>(bytes) / 1e9);
+  if (bytes >= 1'000'000'000) {
+    std::snprintf(buf, sizeof(buf), "%.2f GB", static_cast<double>(bytes) / 1e9);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.2f MB", static_cast<double>(bytes) / 1e6);
+  }
   return buf;
 }
 
