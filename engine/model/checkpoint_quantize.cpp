@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -106,21 +107,39 @@ Status prepare_out_dir(const fs::path& in, const fs::path& out, bool force) {
   return Status::ok();
 }
 
+// Rows [0, n) over `threads` threads (0: up to 8); body(r0, r1, t) handles rows [r0, r1) as thread t.
+template <class Fn>
+void parallel_rows(int64_t n, int threads, Fn body) {
+  if (threads <= 0) threads = static_cast<int>(std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency())));
+  const int64_t per = (n + threads - 1) / threads;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads && t * per < n; ++t) {
+    pool.emplace_back([=, &body] { body(t * per, std::min(n, (t + 1) * per), t); });
+  }
+  for (auto& th : pool) th.join();
+}
+
 // ModelOpt FP8 per-tensor: scale = amax / 448, code = e4m3(w / scale) (MODEL.md §5.2 FP8 layers).
-void quantize_fp8_tensor(const kernels::HostWeightRef& w, std::vector<uint8_t>& codes, float& scale) {
-  std::vector<float> row(static_cast<size_t>(w.k));
-  float amax = 0.0f;
-  for (int64_t r = 0; r < w.n; ++r) {
-    kernels::dequantize_row_ref(w, r, row.data());
-    for (float v : row) amax = std::max(amax, std::fabs(v));
-  }
-  scale = amax > 0.0f ? amax / kE4m3Max : 1.0f;
+void quantize_fp8_tensor(const kernels::HostWeightRef& w, int threads, std::vector<uint8_t>& codes, float& scale) {
+  std::vector<float> amax(16, 0.0f);
+  parallel_rows(w.n, threads, [&](int64_t r0, int64_t r1, int t) {
+    std::vector<float> row(static_cast<size_t>(w.k));
+    for (int64_t r = r0; r < r1; ++r) {
+      kernels::dequantize_row_ref(w, r, row.data());
+      for (float v : row) amax[static_cast<size_t>(t)] = std::max(amax[static_cast<size_t>(t)], std::fabs(v));
+    }
+  });
+  const float m = *std::max_element(amax.begin(), amax.end());
+  scale = m > 0.0f ? m / kE4m3Max : 1.0f;
   codes.resize(static_cast<size_t>(w.n * w.k));
-  for (int64_t r = 0; r < w.n; ++r) {
-    kernels::dequantize_row_ref(w, r, row.data());
-    uint8_t* out = codes.data() + r * w.k;
-    for (int64_t j = 0; j < w.k; ++j) out[j] = float_to_e4m3(row[static_cast<size_t>(j)] / scale);
-  }
+  parallel_rows(w.n, threads, [&](int64_t r0, int64_t r1, int) {
+    std::vector<float> row(static_cast<size_t>(w.k));
+    for (int64_t r = r0; r < r1; ++r) {
+      kernels::dequantize_row_ref(w, r, row.data());
+      uint8_t* out = codes.data() + r * w.k;
+      for (int64_t j = 0; j < w.k; ++j) out[j] = float_to_e4m3(row[static_cast<size_t>(j)] / scale);
+    }
+  });
 }
 
 std::span<const uint8_t> bytes_of(const float& v) { return {reinterpret_cast<const uint8_t*>(&v), sizeof(float)}; }
@@ -233,7 +252,7 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& options,
       } else if (sp.action == TensorAction::kFp8) {
         std::vector<uint8_t> codes;
         float scale = 1.0f;
-        quantize_fp8_tensor(ref, codes, scale);
+        quantize_fp8_tensor(ref, std::min(options.threads, 16), codes, scale);
         VS_RETURN_IF_ERROR(writer.write(codes));
         VS_RETURN_IF_ERROR(writer.write(bytes_of(scale)));
         summary.quantized_fp8 += 1;
