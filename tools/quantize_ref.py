@@ -116,7 +116,11 @@ def read_safetensors(path):
 
 def read_folder(folder):
     index = os.path.join(folder, "model.safetensors.index.json")
-    files = sorted(set(json.load(open(index))["weight_map"].values())) if os.path.exists(index) else ["model.safetensors"]
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
     tensors = {}
     for f in files:
         tensors.update(read_safetensors(os.path.join(folder, f)))
@@ -212,8 +216,10 @@ def synth(out, layers, hidden, inter, vocab):
         fname = f"model-{j + 1:05d}-of-{len(shards):05d}.safetensors"
         write_safetensors(os.path.join(out, fname), [(n, "BF16", s, rand(s)) for n, s in shard])
         weight_map.update({n: fname for n, _ in shard})
-    json.dump({"metadata": {}, "weight_map": weight_map}, open(os.path.join(out, "model.safetensors.index.json"), "w"))
-    json.dump({"model_type": "qwen3_5_text", "tie_word_embeddings": False}, open(os.path.join(out, "config.json"), "w"))
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump({"model_type": "qwen3_5_text", "tie_word_embeddings": False}, f)
 
 
 def main():

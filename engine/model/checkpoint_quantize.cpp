@@ -1,6 +1,7 @@
-// quantize_checkpoint (voltserve/quantize.h): plan every output tensor from the source headers, then stream — read one
-// tensor from the memory-mapped source, quantize it, append it to its shard, and drop its source pages — so the
-// resident set stays near the largest single tensor, not the model.
+// quantize_checkpoint (voltserve/quantize.h): plan every output tensor from the source headers, then stream — read
+// one tensor from the memory-mapped source, quantize it, append it to its shard, and drop its source pages — so the
+// resident set stays near the largest single tensor, not the model. Tested in
+// tests/model/checkpoint_quantize_test.cpp and tests/model/quantize_ref_test.py.
 #include "voltserve/quantize.h"
 
 #include <sys/mman.h>
@@ -69,7 +70,8 @@ Status check_not_quantized(const fs::path& in, const ordered_json& config, const
                             " exists: the input is already quantized (voltserve quantize reads BF16/F16/F32 models)");
   }
   for (const ordered_json* c : {&config, config.contains("text_config") ? &config["text_config"] : nullptr}) {
-    if (c != nullptr && c->is_object() && c->contains("quantization_config") && !(*c)["quantization_config"].is_null()) {
+    if (c != nullptr && c->is_object() && c->contains("quantization_config") &&
+        !(*c)["quantization_config"].is_null()) {
       return invalid_argument((in / "config.json").string() +
                               ": has a quantization_config: the input is already quantized");
     }
@@ -110,7 +112,9 @@ Status prepare_out_dir(const fs::path& in, const fs::path& out, bool force) {
 // Rows [0, n) over `threads` threads (0: up to 8); body(r0, r1, t) handles rows [r0, r1) as thread t.
 template <class Fn>
 void parallel_rows(int64_t n, int threads, Fn body) {
-  if (threads <= 0) threads = static_cast<int>(std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency())));
+  if (threads <= 0) {
+    threads = static_cast<int>(std::min<unsigned>(8, std::max(1u, std::thread::hardware_concurrency())));
+  }
   const int64_t per = (n + threads - 1) / threads;
   std::vector<std::thread> pool;
   for (int t = 0; t < threads && t * per < n; ++t) {
@@ -166,9 +170,13 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& options,
                                             const std::function<void(const QuantizeProgress&)>& progress) {
   const fs::path in(options.in_dir), out(options.out_dir);
   std::error_code ec;
-  if (options.in_dir.empty() || !fs::is_directory(in, ec)) return not_found("--in " + options.in_dir + ": no such folder");
+  if (options.in_dir.empty() || !fs::is_directory(in, ec)) {
+    return not_found("--in " + options.in_dir + ": no such folder");
+  }
   if (options.out_dir.empty()) return invalid_argument("--out is required");
-  if (!fs::exists(in / "config.json", ec)) return not_found((in / "config.json").string() + ": missing (not a HF model folder)");
+  if (!fs::exists(in / "config.json", ec)) {
+    return not_found((in / "config.json").string() + ": missing (not a HF model folder)");
+  }
   VS_ASSIGN_OR_RETURN(std::string config_text, read_text(in / "config.json"));
   ordered_json config = ordered_json::parse(config_text, nullptr, false);
   if (config.is_discarded() || !config.is_object()) {

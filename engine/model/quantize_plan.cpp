@@ -136,7 +136,8 @@ ordered_json quantization_config_json(const ordered_json& hf) {
       (layer.at("quant_algo") == "FP8" ? fp8 : nvfp4).push_back(module);
     }
     int g = 0;
-    for (const auto& [targets, a] : {std::pair{nvfp4, std::string("W4A16_NVFP4")}, std::pair{fp8, std::string("FP8")}}) {
+    for (const auto& [targets, a] :
+         {std::pair{nvfp4, std::string("W4A16_NVFP4")}, std::pair{fp8, std::string("FP8")}}) {
       if (targets.empty()) continue;
       groups["group_" + std::to_string(g++)] = {{"weights", weights_scheme(a)}, {"targets", targets}};
     }

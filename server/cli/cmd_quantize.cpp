@@ -82,7 +82,8 @@ void run_quantize(const QuantizeArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   auto progress = [&](const QuantizeProgress& p) {
     if (a.quiet) return;
-    const double pct = p.bytes_total ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 100.0;
+    const double pct =
+        p.bytes_total ? 100.0 * static_cast<double>(p.bytes_done) / static_cast<double>(p.bytes_total) : 100.0;
     std::fprintf(stderr, "[%lld/%lld %5.1f%%] %s: %s\n", static_cast<long long>(p.index),
                  static_cast<long long>(p.total), pct, p.name.c_str(), p.action.c_str());
   };
@@ -116,7 +117,8 @@ void register_quantize_command(CLI::App& app) {
                   "Glob patterns (comma-separated or repeated) of tensor or module names to leave unquantized, "
                   "e.g. 'lm_head,*.layers.0.*'");
   cmd->add_flag("--quantize-lm-head", args->quantize_lm_head, "nvfp4/fp8: quantize lm_head too (mixed always does)");
-  cmd->add_option("--max-shard-size", args->max_shard, "Largest shard (5GB, 500MB, 4GiB, bytes)")->capture_default_str();
+  cmd->add_option("--max-shard-size", args->max_shard, "Largest shard (5GB, 500MB, 4GiB, bytes)")
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Quantizer threads (0: up to 8)");
   cmd->add_flag("--force", args->force, "Write into a non-empty --out (its checkpoint files are replaced)");
   cmd->add_flag("--quiet", args->quiet, "No per-tensor progress lines");

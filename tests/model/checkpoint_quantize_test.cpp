@@ -226,7 +226,9 @@ TEST_CASE("quantized fixtures load in voltserve, weights within rounding, logits
           const double x = wa[static_cast<size_t>(r * k + j)], y = wb[static_cast<size_t>(r * k + j)];
           double bound = 0;
           if (b->format == WeightFormat::kNvfp4) bound = step * (1.0 + 1e-6);
-          if (b->format == WeightFormat::kFp8) bound = (std::fabs(x) / 16.0 + b->fp8_scales[0] * std::ldexp(1.0, -10)) * (1.0 + 1e-6);
+          if (b->format == WeightFormat::kFp8) {
+            bound = (std::fabs(x) / 16.0 + b->fp8_scales[0] * std::ldexp(1.0, -10)) * (1.0 + 1e-6);
+          }
           worst = std::max(worst, std::fabs(x - y) - bound);
           err2 += (x - y) * (x - y);
           ref2 += x * x;
