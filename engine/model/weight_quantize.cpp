@@ -75,7 +75,8 @@ uint8_t float_to_e2m1(float x) {
   } else {
     code = 7;
   }
-  return (std::signbit(x) && code != 0) ? static_cast<uint8_t>(code | 0x8) : code;
+  // As ModelOpt's _cast_fp4: the sign bit follows x < 0, so a small negative value is -0 (code 8); -0.0 itself is 0.
+  return x < 0.0f ? static_cast<uint8_t>(code | 0x8) : code;
 }
 
 Result<std::unique_ptr<QuantizedWeight>> quantize_weight(const kernels::HostWeightRef& w, WeightFormat target,
@@ -136,8 +137,9 @@ Result<std::unique_ptr<QuantizedWeight>> quantize_weight(const kernels::HostWeig
         const float* x = row.data() + g * 16;
         float bmax = 0.0f;
         for (int i = 0; i < 16; ++i) bmax = std::max(bmax, std::fabs(x[i]));
-        // ModelOpt: the block scale in units of the global scale, clamped to e4m3's range [2^-9, 448].
-        const float want = std::clamp(bmax / (kE2m1Max * global), 1.0f / 512.0f, kE4m3Max);
+        // ModelOpt: the block scale in units of the global scale, 1 for an all-zero block; clamped to e4m3's
+        // range [2^-9, 448] (where ModelOpt would round a tiny block's scale to 0 and lose the block).
+        const float want = bmax == 0.0f ? 1.0f : std::clamp(bmax / (kE2m1Max * global), 1.0f / 512.0f, kE4m3Max);
         const uint8_t s = float_to_e4m3(want);
         q->scales[static_cast<size_t>(r * (k / 16) + g)] = s;
         const float step = fp::e4m3_to_float(s) * global;

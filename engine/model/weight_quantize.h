@@ -16,7 +16,7 @@ namespace voltserve {
 
 // float8_e4m3fn nearest to x (ties to even), saturating at +-448; NaN -> 0x7F.
 uint8_t float_to_e4m3(float x);
-// e2m1 code nearest to x (ties to the even code), saturating at +-6.
+// e2m1 code nearest to x (ties to the even code), saturating at +-6; x < 0 sets the sign bit (ModelOpt).
 uint8_t float_to_e2m1(float x);
 
 struct QuantizedWeight {

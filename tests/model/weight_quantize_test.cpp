@@ -98,7 +98,8 @@ TEST_CASE("float_to_e2m1: codes round-trip, ties to the even code, saturation at
   }
   CHECK(float_to_e2m1(100.0f) == 7);
   CHECK(float_to_e2m1(-100.0f) == 15);
-  CHECK(float_to_e2m1(-0.1f) == 0);
+  CHECK(float_to_e2m1(-0.1f) == 8);  // ModelOpt keeps the sign of a negative value that rounds to zero
+  CHECK(float_to_e2m1(-0.0f) == 0);
 }
 
 TEST_CASE("quantize_weight FP8: one scale per row, the row's largest value lands on 448 exactly", "[unit]") {
