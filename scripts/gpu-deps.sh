@@ -18,13 +18,14 @@ DEBS=(
 )
 FALLBACK_DEBS=(libssl3 libbrotli1)  # unpacked aside; used only where the machine's loader lacks the library
 BACKPORTS_DEBS=(libcatch2-dev)      # Catch2 v3 is in bookworm-backports only
-# The openai SDK for tests/e2e and its dependency closure for CPython 3.12 (checked below against each wheel's
-# Requires-Dist). openai is the version the e2e suites run with in CI; the machine's own copies of the shared
-# dependencies are shadowed only for our processes (PYTHONPATH).
+# The openai and anthropic SDKs for tests/e2e and their dependency closure for CPython 3.12 (checked below against
+# each wheel's Requires-Dist). These are the versions the e2e suites run with in CI; the machine's own copies of the
+# shared dependencies are shadowed only for our processes (PYTHONPATH).
 WHEELS=(
   openai==3.57.0 httpx2==2.16.2 httpcore2==2.16.2 h11==0.16.0 truststore==0.10.5 anyio==4.16.0 idna==3.20
   sniffio==1.3.1 jiter==0.19.0 pydantic==2.14.4 pydantic-core==2.50.5 typing-extensions==4.16.0
   typing-inspection==0.4.5 annotated-types==0.8.0
+  anthropic==2.15.0 docstring-parser==0.18.0 opentelemetry-api==1.45.2
 )
 MULTIARCH=x86_64-linux-gnu
 
@@ -149,8 +150,8 @@ install_wheels() {
     "${PYTHON:-python3}" -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' \
       "$target" "$deps"/wheels/*.whl || return 1
   fi
-  PYTHONPATH=$target "${PYTHON:-python3}" -c 'import openai, pydantic_core, jiter' ||
-    { echo "gpu-deps: the openai SDK does not import from $target" >&2; return 1; }
+  PYTHONPATH=$target "${PYTHON:-python3}" -c 'import openai, anthropic, pydantic_core, jiter' ||
+    { echo "gpu-deps: the openai / anthropic SDKs do not import from $target" >&2; return 1; }
 }
 
 case "${1:-fetch}" in

@@ -12,7 +12,7 @@ APT_PACKAGES=(
 )
 BACKPORTS_PACKAGES=(catch2)  # Catch2 v3 lives in bookworm-backports on Debian 12
 PIP_PACKAGES=(
-  "tokenizers>=0.22" "transformers>=5.2" "jinja2>=3.1" "openai>=1.40" numpy
+  "tokenizers>=0.22" "transformers>=5.2" "jinja2>=3.1" "openai>=1.40" "anthropic>=0.40" numpy
   "nvidia-cuda-nvcc-cu12==12.9.*" "nvidia-cuda-runtime-cu12==12.9.*"  # sm70 builds (CUDA 13 dropped Volta)
 )
 

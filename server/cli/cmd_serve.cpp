@@ -65,6 +65,7 @@ void run_serve(http::ServeSettings s) {
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   ctx.system_fingerprint = "fp_voltserve_0.1.0";
   ctx.options.http_threads = s.http.http_threads > 0 ? s.http.http_threads : s.max_running + s.max_waiting + 16;
+  ctx.responses.configure(s.http.response_store_entries, s.http.response_store_bytes);
 
   http::HttpServer server(ctx);
   Result<int> port = server.bind();
@@ -189,9 +190,16 @@ void register_serve_command(CLI::App& app) {
   auto* o_context = cmd->add_option("--context", s.context, "Context length per sequence (0 = the model's)")->check(CLI::Range(0, 1 << 24));
   auto* o_max_n = cmd->add_option("--max-n", s.max_n, "Largest n (choices per request, default 8)")->check(CLI::Range(1, 128));
   auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads, "HTTP worker threads (0 = running + waiting + 16)");
+  auto store_mib = std::make_shared<size_t>(s.http.response_store_bytes >> 20);
+  auto* o_store = cmd->add_option("--response-store-entries", s.http.response_store_entries,
+                                  "Responses kept for GET /v1/responses/{id} and previous_response_id (default 1024; 0 = none)")
+                      ->check(CLI::Range(size_t{0}, size_t{1} << 30));
+  auto* o_store_mib = cmd->add_option("--response-store-mib", *store_mib, "Memory bound of that store in MiB (default 256)")
+                          ->check(CLI::Range(size_t{0}, size_t{1} << 30));
 
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
-                 o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads] {
+                 o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads,
+                 o_store, o_store_mib, store_mib] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -218,6 +226,8 @@ void register_serve_command(CLI::App& app) {
     if (o_context->count()) merged.context = f.context;
     if (o_max_n->count()) merged.max_n = f.max_n;
     if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
+    if (o_store->count()) merged.http.response_store_entries = f.http.response_store_entries;
+    if (o_store_mib->count()) merged.http.response_store_bytes = *store_mib << 20;
     run_serve(std::move(merged));
   });
 }

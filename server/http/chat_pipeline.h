@@ -42,6 +42,9 @@ class ChatPipeline {
 
   // A stop string matched: the caller should cancel generation and finish with "stop".
   bool stopped() const { return stop_.matched(); }
+  const std::string& matched_stop() const { return stop_.matched_stop(); }
+  // Still inside the reasoning block (a reasoning budget closes it by pushing the ids of "\n</think>\n\n").
+  bool in_reasoning() const { return reasoning_parser_.in_reasoning(); }
   int64_t n_tokens() const { return n_tokens_; }
   int64_t n_reasoning_tokens() const { return n_reasoning_tokens_; }
   const std::string& content() const { return content_; }

@@ -4,31 +4,43 @@
 namespace voltserve::http {
 
 Status Generation::submit(int choice, Request request) {
+  if (static_cast<int>(ids_.size()) <= choice) {
+    ids_.resize(choice + 1, 0);
+    finished_.resize(choice + 1, true);
+    epochs_.resize(choice + 1, 0);
+  }
   std::shared_ptr<Queue> queue = queue_;
-  EventSink sink = [queue, choice](Event event) {
+  int epoch = epochs_[choice];
+  EventSink sink = [queue, choice, epoch](Event event) {
     {
       std::lock_guard<std::mutex> lock(queue->mu);
-      queue->events.push_back(ChoiceEvent{choice, std::move(event)});
+      queue->events.push_back(ChoiceEvent{choice, epoch, std::move(event)});
     }
     queue->cv.notify_one();
   };
   Result<RequestId> id = engine_.submit(std::move(request), std::move(sink));
   if (!id.is_ok()) return id.status();
-  if (static_cast<int>(ids_.size()) <= choice) {
-    ids_.resize(choice + 1, 0);
-    finished_.resize(choice + 1, true);
-  }
   ids_[choice] = *id;
   finished_[choice] = false;
   return Status::ok();
 }
 
+Status Generation::resubmit(int choice, Request request) {
+  cancel(choice);
+  if (choice >= 0 && choice < static_cast<int>(epochs_.size())) ++epochs_[choice];
+  return submit(choice, std::move(request));
+}
+
 std::optional<ChoiceEvent> Generation::next(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(queue_->mu);
-  if (!queue_->cv.wait_for(lock, timeout, [&] { return !queue_->events.empty(); })) return std::nullopt;
-  ChoiceEvent e = std::move(queue_->events.front());
-  queue_->events.pop_front();
-  return e;
+  while (true) {
+    if (!queue_->cv.wait_until(lock, deadline, [&] { return !queue_->events.empty(); })) return std::nullopt;
+    ChoiceEvent e = std::move(queue_->events.front());
+    queue_->events.pop_front();
+    bool stale = e.choice >= 0 && e.choice < static_cast<int>(epochs_.size()) && e.epoch != epochs_[e.choice];
+    if (!stale) return e;
+  }
 }
 
 void Generation::cancel(int choice) {

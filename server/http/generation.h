@@ -19,6 +19,7 @@ namespace voltserve::http {
 
 struct ChoiceEvent {
   int choice = 0;
+  int epoch = 0;  // which submission of the choice produced it (resubmit() starts a new one)
   Event event;
 };
 
@@ -31,7 +32,10 @@ class Generation {
 
   // Submits the request of choice `choice` (0, 1, ... in order).
   Status submit(int choice, Request request);
-  // The next event of any choice, or nullopt after `timeout`.
+  // Replaces the engine request of `choice` by `request` (a continuation, e.g. after a reasoning budget closed
+  // </think>): the old one is cancelled and its events still in flight are dropped by next().
+  Status resubmit(int choice, Request request);
+  // The next event of any choice (never one of a replaced submission), or nullopt after `timeout`.
   std::optional<ChoiceEvent> next(std::chrono::milliseconds timeout);
   // Cancels one choice (e.g. a stop string matched) or all unfinished ones.
   void cancel(int choice);
@@ -49,6 +53,7 @@ class Generation {
   std::shared_ptr<Queue> queue_;  // shared with the sinks: events may arrive after this object is gone
   std::vector<RequestId> ids_;
   std::vector<bool> finished_;
+  std::vector<int> epochs_;
 };
 
 }  // namespace voltserve::http

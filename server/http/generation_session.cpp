@@ -52,16 +52,23 @@ std::string GenerationSession::step(bool& done) {
     if (idle) return openai::sse_comment("keep-alive");
   }
   if (error_) {
-    out += openai::sse_data(openai::error_body(*error_)) + openai::sse_done();
+    out += stream_error(*error_);
     done = true;
     finalize_record(error_->http_status());
   } else if (all_finished()) {
-    if (include_usage_) out += usage_chunk();
-    out += openai::sse_done();
+    out += stream_end();
     done = true;
     finalize_record(200);
   }
   return out;
+}
+
+std::string GenerationSession::stream_error(const openai::ApiError& error) {
+  return openai::sse_data(openai::error_body(error)) + openai::sse_done();
+}
+
+std::string GenerationSession::stream_end() {
+  return (include_usage_ ? usage_chunk() : std::string()) + openai::sse_done();
 }
 
 void GenerationSession::disconnected() {

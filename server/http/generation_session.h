@@ -1,4 +1,4 @@
-// The life cycle shared by the chat and completion routes: wait for engine events (keep-alives while waiting,
+// The life cycle shared by the generation routes (chat, completions, responses, messages): wait for engine events (keep-alives while waiting,
 // a timeout at --request-timeout), turn them into SSE text or one JSON body through the route's hooks, end with
 // an error event or the usage chunk and [DONE], cancel on disconnect, and write the access-log record once.
 // Tested through the e2e suites (tests/e2e/).
@@ -42,6 +42,11 @@ class GenerationSession : public StreamSession {
   virtual std::string usage_chunk() const = 0;       // the SSE data line of the final usage chunk
   virtual std::string finish_reasons() const = 0;    // for the access log
   virtual std::string opening() { return ""; }       // SSE text sent once before any event (chat: role chunks)
+  // The end of a stream: after a failure (default: an OpenAI error chunk and [DONE]) or after every choice
+  // finished (default: the usage chunk when asked for, and [DONE]). The Responses and Anthropic routes end theirs
+  // with their own events.
+  virtual std::string stream_error(const openai::ApiError& error);
+  virtual std::string stream_end();
 
   // Waits until every choice finished; throws the ApiError if the request failed (non-streaming answers).
   void run_until_finished();

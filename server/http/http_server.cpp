@@ -14,7 +14,9 @@
 #include "http/access_log.h"
 #include "http/chat_handler.h"
 #include "http/completion_handler.h"
+#include "http/messages_handler.h"
 #include "http/misc_handlers.h"
+#include "http/responses_handler.h"
 #include "http/server_log.h"
 #include "openai/api_error.h"
 #include "openai/ids.h"
@@ -27,9 +29,11 @@ namespace {
 using openai::ApiError;
 using openai::ErrorCode;
 
-void send_error(httplib::Response& res, const ApiError& e) {
+// Errors in the shape of the route's API: Anthropic's on /v1/messages*, OpenAI's everywhere else.
+void send_error(httplib::Response& res, const ApiError& e, const std::string& path) {
   res.status = e.http_status();
-  res.set_content(openai::dump_json(openai::error_body(e)), "application/json");
+  res.set_content(openai::dump_json(anthropic_route(path) ? openai::anthropic_error_body(e) : openai::error_body(e)),
+                  "application/json");
   if (e.code() == ErrorCode::kQueueFull || e.code() == ErrorCode::kUnavailable) res.set_header("Retry-After", "1");
   if (e.code() == ErrorCode::kInvalidApiKey) res.set_header("WWW-Authenticate", "Bearer");
 }
@@ -73,11 +77,13 @@ uint64_t declared_length(const httplib::Request& req) {
 
 const char* endpoint_name(const std::string& path) {
   static const char* kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
-                                 "/tokenize", "/detokenize", "/apply-template"};
+                                 "/tokenize", "/detokenize", "/apply-template", "/v1/responses",
+                                 "/v1/responses/input_tokens", "/v1/messages", "/v1/messages/count_tokens"};
   for (const char* k : kKnown) {
     if (path == k) return k;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/v1/responses/", 0) == 0) return "/v1/responses/{id}";
   return "other";
 }
 
@@ -134,25 +140,28 @@ void HttpServer::install_routes() {
       res.set_header("Access-Control-Expose-Headers", "x-request-id");
     }
     if (req.method == "OPTIONS") {
-      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key, x-request-id");
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers",
+                     "Authorization, Content-Type, X-Api-Key, x-request-id, anthropic-version, anthropic-beta");
       res.set_header("Access-Control-Max-Age", "600");
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
     const bool open_path = req.path == "/health" || req.path == "/metrics";
     if (!open_path && !authorized(ctx.options, req)) {
-      send_error(res, ApiError(ErrorCode::kInvalidApiKey, "missing or invalid API key (send 'Authorization: Bearer <key>')"));
+      send_error(res, ApiError(ErrorCode::kInvalidApiKey, "missing or invalid API key (send 'Authorization: Bearer <key>' "
+                                                          "or 'x-api-key: <key>')"),
+                 req.path);
       ctx.metrics.count_request(endpoint_name(req.path), 401);
       return httplib::Server::HandlerResponse::Handled;
     }
     ServerPhase phase = ctx.phase.load();
     if (!open_path && phase == ServerPhase::kLoading) {
-      send_error(res, ApiError(ErrorCode::kUnavailable, "the model is still loading"));
+      send_error(res, ApiError(ErrorCode::kUnavailable, "the model is still loading"), req.path);
       return httplib::Server::HandlerResponse::Handled;
     }
     if (req.method == "POST" && phase == ServerPhase::kDraining) {
-      send_error(res, ApiError(ErrorCode::kUnavailable, "the server is shutting down"));
+      send_error(res, ApiError(ErrorCode::kUnavailable, "the server is shutting down"), req.path);
       ctx.metrics.count_request(endpoint_name(req.path), 503);
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -163,15 +172,17 @@ void HttpServer::install_routes() {
     if (!res.body.empty() || res.is_chunked_content_provider_) return;
     if (res.status == 413) {
       send_error(res, ApiError(ErrorCode::kPayloadTooLarge,
-                               fmt::format("request body larger than {} bytes", ctx.options.max_body_bytes)));
+                               fmt::format("request body larger than {} bytes", ctx.options.max_body_bytes)),
+                 req.path);
     } else if (res.status == 404) {
-      send_error(res, ApiError(ErrorCode::kNotFound, fmt::format("no route for {} {}", req.method, req.path)));
+      send_error(res, ApiError(ErrorCode::kNotFound, fmt::format("no route for {} {}", req.method, req.path)), req.path);
     } else if (res.status == 405) {
-      send_error(res, ApiError(ErrorCode::kMethodNotAllowed, fmt::format("{} is not allowed on {}", req.method, req.path)));
+      send_error(res, ApiError(ErrorCode::kMethodNotAllowed, fmt::format("{} is not allowed on {}", req.method, req.path)),
+                 req.path);
     } else if (res.status >= 500) {
-      send_error(res, ApiError(ErrorCode::kInternal, "internal server error"));
+      send_error(res, ApiError(ErrorCode::kInternal, "internal server error"), req.path);
     } else {
-      send_error(res, ApiError(ErrorCode::kInvalidRequest, fmt::format("bad request (HTTP {})", res.status)));
+      send_error(res, ApiError(ErrorCode::kInvalidRequest, fmt::format("bad request (HTTP {})", res.status)), req.path);
     }
     ctx.metrics.count_request(endpoint_name(req.path), res.status);
   });
@@ -203,10 +214,10 @@ void HttpServer::install_routes() {
         }
         handler(body, record, res);
       } catch (const ApiError& e) {
-        send_error(res, e);
+        send_error(res, e, path);
       } catch (const std::exception& e) {
         server_log().error("req={} {}: unexpected error: {}", record->id(), path, e.what());
-        send_error(res, ApiError(ErrorCode::kInternal, "internal server error"));
+        send_error(res, ApiError(ErrorCode::kInternal, "internal server error"), path);
       }
       if (!record->deferred()) {
         record->set_status(res.status <= 0 ? 200 : res.status);
@@ -235,26 +246,58 @@ void HttpServer::install_routes() {
          handle_apply_template(ctx, b, res);
        },
        true);
+  post("/v1/responses",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>& r, httplib::Response& res) {
+         handle_responses_create(ctx, b, r, res);
+       },
+       true);
+  post("/v1/responses/input_tokens",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>&, httplib::Response& res) {
+         handle_responses_input_tokens(ctx, b, res);
+       },
+       true);
+  post("/v1/messages",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>& r, httplib::Response& res) {
+         handle_messages(ctx, b, r, res);
+       },
+       true);
+  post("/v1/messages/count_tokens",
+       [&ctx](const std::string& b, const std::shared_ptr<AccessRecord>&, httplib::Response& res) {
+         handle_messages_count_tokens(ctx, b, res);
+       },
+       true);
 
   using GetHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
-  auto get = [this, &ctx](const char* pattern, const char* endpoint, GetHandler handler, bool log) {
-    server_->Get(pattern, [&ctx, endpoint, handler, log](const httplib::Request& req, httplib::Response& res) {
+  auto get = [this, &ctx](const char* pattern, const char* endpoint, GetHandler handler, bool log,
+                          bool is_delete = false) {
+    auto wrapped = [&ctx, endpoint, handler, log](const httplib::Request& req, httplib::Response& res) {
       try {
         handler(req, res);
       } catch (const ApiError& e) {
-        send_error(res, e);
+        send_error(res, e, req.path);
       } catch (const std::exception& e) {
         server_log().error("{}: unexpected error: {}", endpoint, e.what());
-        send_error(res, ApiError(ErrorCode::kInternal, "internal server error"));
+        send_error(res, ApiError(ErrorCode::kInternal, "internal server error"), req.path);
       }
       int status = res.status <= 0 ? 200 : res.status;
       ctx.metrics.count_request(endpoint, status);
-      if (log) server_log().info("req={} GET {} status={}", res.get_header_value("x-request-id"), req.path, status);
-    });
+      if (log) server_log().info("req={} {} {} status={}", res.get_header_value("x-request-id"), req.method, req.path, status);
+    };
+    if (is_delete) {
+      server_->Delete(pattern, wrapped);
+    } else {
+      server_->Get(pattern, wrapped);
+    }
   };
   get("/v1/models", "/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) { handle_models(ctx, res); }, true);
   get(R"(/v1/models/(.+))", "/v1/models/{id}",
       [&ctx](const httplib::Request& req, httplib::Response& res) { handle_model(ctx, req.matches[1].str(), res); }, true);
+  get(R"(/v1/responses/([^/]+))", "/v1/responses/{id}",
+      [&ctx](const httplib::Request& req, httplib::Response& res) { handle_responses_get(ctx, req.matches[1].str(), req, res); },
+      true);
+  get(R"(/v1/responses/([^/]+))", "/v1/responses/{id}",
+      [&ctx](const httplib::Request& req, httplib::Response& res) { handle_responses_delete(ctx, req.matches[1].str(), res); },
+      true, /*is_delete=*/true);
   // Probes are polled: counted in /metrics, logged at debug only.
   get("/health", "/health", [&ctx](const httplib::Request&, httplib::Response& res) { handle_health(ctx, res); }, false);
   get("/metrics", "/metrics", [&ctx](const httplib::Request&, httplib::Response& res) { handle_metrics(ctx, res); }, false);

@@ -18,6 +18,8 @@ struct ServeOptions {
   std::string served_model_name;            // default: the model folder's name
   int http_threads = 0;                     // 0: max_running + max_waiting + 16
   bool mirror_reasoning = true;             // also send reasoning text as `reasoning`
+  size_t response_store_entries = 1024;     // /v1/responses kept for GET and previous_response_id (0 = none)
+  size_t response_store_bytes = size_t{256} << 20;
 };
 
 }  // namespace voltserve::http

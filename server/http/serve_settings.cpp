@@ -94,6 +94,15 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     else if (k == "keepalive_interval") st = number(s.http.keepalive_interval_s);
     else if (k == "served_model_name") st = str(s.http.served_model_name);
     else if (k == "http_threads") { st = int32(http_threads, 0, 4096); s.http.http_threads = http_threads; }
+    else if (k == "response_store_entries" || k == "response_store_mib") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t{1} << 30)) {
+        st = type_error(file, k, "an integer in [0, 2^30]");
+      } else if (k == "response_store_entries") {
+        s.http.response_store_entries = static_cast<size_t>(v.get<int64_t>());
+      } else {
+        s.http.response_store_bytes = static_cast<size_t>(v.get<int64_t>()) << 20;
+      }
+    }
     else if (k == "mirror_reasoning") {
       if (!v.is_boolean()) st = type_error(file, k, "a boolean");
       else s.http.mirror_reasoning = v.get<bool>();

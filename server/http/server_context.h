@@ -10,6 +10,7 @@
 #include "chat/template/chat_template.h"
 #include "voltserve/tokenizer.h"
 #include "http/metrics.h"
+#include "http/response_store.h"
 #include "http/serve_options.h"
 #include "openai/request_limits.h"
 #include "voltserve/engine.h"
@@ -22,6 +23,7 @@ enum class ServerPhase { kLoading, kReady, kDraining };
 struct ServerContext {
   ServeOptions options;
   ServerMetrics metrics;
+  ResponseStore responses;       // /v1/responses with store: true (bounded by options.response_store_*)
   std::atomic<ServerPhase> phase{ServerPhase::kLoading};
   std::atomic<int> n_active{0};  // requests inside a generation route (drain waits for 0)
 

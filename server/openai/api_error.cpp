@@ -4,19 +4,19 @@
 namespace voltserve::openai {
 
 const ErrorKind& error_kind(ErrorCode code) {
-  static const ErrorKind kInvalidJson{400, "invalid_request_error", "invalid_json"};
-  static const ErrorKind kInvalidRequest{400, "invalid_request_error", "invalid_value"};
-  static const ErrorKind kUnsupported{400, "invalid_request_error", "unsupported_value"};
-  static const ErrorKind kContext{400, "invalid_request_error", "context_length_exceeded"};
-  static const ErrorKind kApiKey{401, "authentication_error", "invalid_api_key"};
-  static const ErrorKind kModel{404, "not_found_error", "model_not_found"};
-  static const ErrorKind kNotFound{404, "not_found_error", "not_found"};
-  static const ErrorKind kMethod{405, "invalid_request_error", "method_not_allowed"};
-  static const ErrorKind kTooLarge{413, "invalid_request_error", "payload_too_large"};
-  static const ErrorKind kQueueFull{429, "rate_limit_error", "queue_full"};
-  static const ErrorKind kInternal{500, "server_error", "internal_error"};
-  static const ErrorKind kUnavailable{503, "server_error", "unavailable"};
-  static const ErrorKind kTimeout{504, "server_error", "timeout"};
+  static const ErrorKind kInvalidJson{400, "invalid_request_error", "invalid_json", "invalid_request_error"};
+  static const ErrorKind kInvalidRequest{400, "invalid_request_error", "invalid_value", "invalid_request_error"};
+  static const ErrorKind kUnsupported{400, "invalid_request_error", "unsupported_value", "invalid_request_error"};
+  static const ErrorKind kContext{400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"};
+  static const ErrorKind kApiKey{401, "authentication_error", "invalid_api_key", "authentication_error"};
+  static const ErrorKind kModel{404, "not_found_error", "model_not_found", "not_found_error"};
+  static const ErrorKind kNotFound{404, "not_found_error", "not_found", "not_found_error"};
+  static const ErrorKind kMethod{405, "invalid_request_error", "method_not_allowed", "invalid_request_error"};
+  static const ErrorKind kTooLarge{413, "invalid_request_error", "payload_too_large", "request_too_large"};
+  static const ErrorKind kQueueFull{429, "rate_limit_error", "queue_full", "rate_limit_error"};
+  static const ErrorKind kInternal{500, "server_error", "internal_error", "api_error"};
+  static const ErrorKind kUnavailable{503, "server_error", "unavailable", "overloaded_error"};
+  static const ErrorKind kTimeout{504, "server_error", "timeout", "timeout_error"};
   switch (code) {
     case ErrorCode::kInvalidJson: return kInvalidJson;
     case ErrorCode::kInvalidRequest: return kInvalidRequest;
@@ -43,6 +43,16 @@ nlohmann::ordered_json error_body(const ApiError& error) {
   e["param"] = error.param().empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(error.param());
   e["code"] = kind.code;
   nlohmann::ordered_json body;
+  body["error"] = std::move(e);
+  return body;
+}
+
+nlohmann::ordered_json anthropic_error_body(const ApiError& error) {
+  nlohmann::ordered_json e;
+  e["type"] = error_kind(error.code()).anthropic_type;
+  e["message"] = error.what();
+  nlohmann::ordered_json body;
+  body["type"] = "error";
   body["error"] = std::move(e);
   return body;
 }

@@ -1,5 +1,6 @@
-// The ONE error table of the HTTP API: ErrorCode -> HTTP status -> OpenAI error `type` and `code`, and the
-// exception that carries a client-facing error out of validation. Tested by tests/server/api_error_test.cpp.
+// The ONE error table of the HTTP API: ErrorCode -> HTTP status -> OpenAI error `type` and `code` (and the
+// Anthropic error `type` of the /v1/messages routes), and the exception that carries a client-facing error out of
+// validation. Tested by tests/server/api_error_test.cpp.
 #pragma once
 
 #include <stdexcept>
@@ -31,6 +32,7 @@ struct ErrorKind {
   int http_status;
   const char* type;  // OpenAI error vocabulary: invalid_request_error, authentication_error, ...
   const char* code;  // machine-readable code string
+  const char* anthropic_type;  // Anthropic's vocabulary: invalid_request_error, not_found_error, api_error, ...
 };
 
 // The table. Every error the server sends goes through it.
@@ -52,6 +54,9 @@ class ApiError : public std::runtime_error {
 
 // {"error": {"message", "type", "param", "code"}}
 nlohmann::ordered_json error_body(const ApiError& error);
+// {"type": "error", "error": {"type", "message"}}: the Anthropic shape (/v1/messages). Anthropic errors carry no
+// `param`; the message names the field.
+nlohmann::ordered_json anthropic_error_body(const ApiError& error);
 // Maps an engine Status (submit failures, mid-stream errors) into the table.
 ApiError api_error_from_status(const Status& status, std::string param = "");
 

@@ -256,6 +256,9 @@ void read_reasoning_controls(const Json& body, ChatRequest& out) {
     out.template_body["chat_template_kwargs"]["enable_thinking"] = *out.enable_thinking;
   }
   out.include_reasoning = read_bool(body, "include_reasoning", "include_reasoning").value_or(true);
+  if (auto budget = read_integer(body, "thinking_token_budget", "thinking_token_budget", 1, kMaxTokensCap)) {
+    out.reasoning_budget = static_cast<int32_t>(*budget);
+  }
 }
 
 void read_unsupported(const Json& body) {

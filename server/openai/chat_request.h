@@ -27,6 +27,9 @@ struct ChatRequest {
   bool parallel_tool_calls = true;
   bool include_reasoning = true;      // extension: false drops reasoning from the response
   std::optional<bool> enable_thinking;  // from chat_template_kwargs or reasoning_effort "none"
+  // Extension `thinking_token_budget` (vLLM's name; also set by the Responses and Anthropic routes): after this many
+  // reasoning tokens the server closes </think> for the model, which then answers.
+  std::optional<int32_t> reasoning_budget;
 };
 
 // Throws ApiError (400 naming `param`, 404 for an unknown model) on any problem.

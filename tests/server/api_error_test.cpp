@@ -37,3 +37,17 @@ TEST_CASE("engine statuses map into the table", "[unit]") {
   CHECK(api_error_from_status(internal_error("boom")).http_status() == 500);
   CHECK(std::string(api_error_from_status(internal_error("boom")).what()) == "boom");
 }
+
+TEST_CASE("the Anthropic error shape comes from the same table", "[unit]") {
+  auto body = anthropic_error_body(ApiError(ErrorCode::kInvalidRequest, "max_tokens: field required", "max_tokens"));
+  CHECK(body["type"] == "error");
+  CHECK(body["error"]["type"] == "invalid_request_error");
+  CHECK(body["error"]["message"] == "max_tokens: field required");
+  CHECK(body["error"].size() == 2);
+  CHECK(std::string(error_kind(ErrorCode::kModelNotFound).anthropic_type) == "not_found_error");
+  CHECK(std::string(error_kind(ErrorCode::kPayloadTooLarge).anthropic_type) == "request_too_large");
+  CHECK(std::string(error_kind(ErrorCode::kInvalidApiKey).anthropic_type) == "authentication_error");
+  CHECK(std::string(error_kind(ErrorCode::kQueueFull).anthropic_type) == "rate_limit_error");
+  CHECK(std::string(error_kind(ErrorCode::kUnavailable).anthropic_type) == "overloaded_error");
+  CHECK(std::string(error_kind(ErrorCode::kInternal).anthropic_type) == "api_error");
+}

@@ -33,6 +33,16 @@ TEST_CASE("config file keys apply", "[unit]") {
   CHECK_FALSE(s.http.mirror_reasoning);
 }
 
+TEST_CASE("the response store bounds come from the config file", "[unit]") {
+  ServeSettings s;
+  CHECK(s.http.response_store_entries == 1024);
+  REQUIRE(apply_config_file(write("vs_cfg_store.json", R"({"response_store_entries": 7, "response_store_mib": 3})"), s).is_ok());
+  CHECK(s.http.response_store_entries == 7);
+  CHECK(s.http.response_store_bytes == size_t{3} << 20);
+  Status bad = apply_config_file(write("vs_cfg_store_bad.json", R"({"response_store_mib": -1})"), s);
+  CHECK(bad.message().find("response_store_mib") != std::string::npos);
+}
+
 TEST_CASE("config file errors name the key", "[unit]") {
   ServeSettings s;
   Status unknown = apply_config_file(write("vs_cfg_bad1.json", R"({"prot": 1})"), s);
