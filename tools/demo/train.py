@@ -17,6 +17,7 @@ import time
 T0 = time.time()  # the time budget counts from here: imports and worker start-up are part of the command's wall clock
 
 import argparse  # noqa: E402
+import collections  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
@@ -164,19 +165,30 @@ def _make_chunk(job):
 
 
 class Batches:
-    """Batches of (ids, mask) from chunks made by a process pool, in chunk order."""
+    """Batches of (ids, mask) from chunks made by a process pool, in chunk order, with a bounded prefetch (Pool.imap
+    would queue an endless job list and let the workers run arbitrarily far ahead)."""
 
     def __init__(self, seed, first_chunk, seq_len, batch, workers):
-        self.batch = batch
-        jobs = ((seed, i, seq_len) for i in range(first_chunk, 1 << 40))
+        self.batch, self.seed, self.seq_len = batch, seed, seq_len
+        self.next_chunk = first_chunk
         self.pool = mp.get_context("spawn").Pool(workers) if workers > 0 else None
-        self.it = self.pool.imap(_make_chunk, jobs, chunksize=1) if self.pool else map(_make_chunk, jobs)
+        self.pending = collections.deque()
+        self.depth = 2 * workers
         self.ids = self.mask = None
         self.chunks_used = 0
 
+    def _chunk(self):
+        if not self.pool:
+            self.next_chunk += 1
+            return _make_chunk((self.seed, self.next_chunk - 1, self.seq_len))
+        while len(self.pending) < self.depth:
+            self.pending.append(self.pool.apply_async(_make_chunk, ((self.seed, self.next_chunk, self.seq_len),)))
+            self.next_chunk += 1
+        return self.pending.popleft().get()
+
     def next(self):
         while self.ids is None or self.ids.shape[0] < self.batch:
-            ids, mask = next(self.it)
+            ids, mask = self._chunk()
             self.chunks_used += 1
             self.ids = ids if self.ids is None else torch.cat([self.ids, ids])
             self.mask = mask if self.mask is None else torch.cat([self.mask, mask])
