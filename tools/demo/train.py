@@ -427,6 +427,7 @@ def main():
             if args.time_budget and now - t_start + 1.5 * step_time + args.save_reserve > args.time_budget:
                 break
             ids, mask = batches.next()
+            loss_tokens += int(mask.sum())  # counted on the host: no device sync per step
             ids, mask = ids.to(dev, non_blocking=True), mask.to(dev, non_blocking=True)
             if t_train is None:
                 t_train = time.time()
@@ -448,7 +449,6 @@ def main():
             opt.step()
             step += 1
             tokens += ids.numel()
-            loss_tokens += int(mask.sum())
             if step % args.log_every == 0 or step == 1 or (args.steps and step == args.steps):
                 lm_v, lmtp_v = lm.detach().item(), lmtp.detach().item()
                 ema = lm_v if ema is None else 0.8 * ema + 0.2 * lm_v
