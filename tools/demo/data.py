@@ -46,11 +46,11 @@ def load_tokenizer(path=TOKENIZER_DIR):
 class ExampleStream:
     """An endless, seeded stream of tokenized training examples (prompt ids, completion ids, family)."""
 
-    def __init__(self, tokenizer, seed, split="train", family=None, batch=256):
+    def __init__(self, tokenizer, seed, split="train", family=None, batch=256, pools=None):
         self.tok = tokenizer
         self.rng = random.Random(seed)
         self.split, self.family, self.batch = split, family, batch
-        self.pools = pl.Pools()
+        self.pools = pools or pl.Pools()
         self.buffer = []
 
     def _refill(self):

@@ -154,11 +154,16 @@ class MtpHead(nn.Module):
 
 # ------------------------------------------------------------------------------------------------- data
 
+_WORKER = {}  # per process: the tokenizer and pools, built once
+
+
 def _make_chunk(job):
     """ROWS_PER_CHUNK packed rows for chunk `index` (its own seed, so chunks are reproducible in any order)."""
     seed, index, seq_len = job
-    tok = data.load_tokenizer()
-    stream = data.ExampleStream(tok, seed * 1_000_003 + index)
+    if not _WORKER:
+        _WORKER.update(tok=data.load_tokenizer(), pools=data.pl.Pools())
+    tok = _WORKER["tok"]
+    stream = data.ExampleStream(tok, seed * 1_000_003 + index, pools=_WORKER["pools"])
     packer = data.Packer(stream, seq_len, tok.token_to_id(chat_format.EOT))
     rows = [packer.row() for _ in range(ROWS_PER_CHUNK)]
     return torch.tensor([r for r, _ in rows], dtype=torch.int32), torch.tensor([m for _, m in rows], dtype=torch.uint8)
@@ -316,7 +321,7 @@ def lr_at(progress, step, args):
 
 def losses(model, mtp, ids, mask):
     """(main loss, MTP loss) on the completion tokens of the rows."""
-    h = model.model(input_ids=ids).last_hidden_state  # final-normed hidden states
+    h = model.model(input_ids=ids, use_cache=False).last_hidden_state  # final-normed hidden states
     logits = model.lm_head(h[:, :-1]).float()
     w = mask[:, 1:]
     main = (F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten(), reduction="none") * w.flatten()).sum()
