@@ -232,6 +232,8 @@ def test_through_voltserve(binary, parse_binary):
                   f"{s.family}: parsed content {got['content']!r} != {m.get('content')!r}")
             check(got["calls"] == want_calls, f"{s.family}: parsed tool calls {got['calls']} != {want_calls}")
         check(n_calls >= 10, f"only {n_calls} tool calls among the parsed samples")
+        print(f"through voltserve: {len(samples)} samples rendered (prompt and whole conversation), "
+              f"{len(texts[:: max(1, len(texts) // 25)])} tokenized, {len(parsed)} parsed ({n_calls} tool calls)")
 
 
 def main():
