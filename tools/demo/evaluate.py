@@ -10,8 +10,9 @@ eval_form, split "heldout": names, cities and operand pairs the training never s
                                                                              get_weather with that city           >= 95%
 
 plus decode tokens/s (completion tokens / request time, one request at a time) and, where the server reports it,
-MTP speculation (usage.completion_tokens_details accepted/rejected prediction tokens, or /metrics lines about
-speculation or drafts; absent until issue 21 lands, and then reported as found).
+MTP speculation: voltserve's `usage.speculative` (drafted/accepted tokens and per position; `--speculative-k K`
+sends `speculative_k` with every request, e.g. 3 for the issue's "mean tokens per round at k = 3"), else
+`/metrics` lines about speculation; a server that does not speculate is reported as such.
 
   python3 tools/demo/evaluate.py --model DIR [--voltserve build/voltserve] [--n 100 | --quick] [--json-out F]
   python3 tools/demo/evaluate.py --url http://127.0.0.1:8000 [...]
@@ -122,9 +123,34 @@ def score(sample, message):
     raise ValueError(sample.family)
 
 
-def spec_stats(usage):
-    details = (usage or {}).get("completion_tokens_details") or {}
-    return {k: details[k] for k in ("accepted_prediction_tokens", "rejected_prediction_tokens") if k in details}
+class SpecTotals:
+    """Sums of voltserve's usage.speculative over the requests."""
+
+    def __init__(self):
+        self.drafted = self.accepted = 0
+        self.drafted_pos, self.accepted_pos = [], []
+        self.reported = False
+
+    def add(self, usage):
+        spec = (usage or {}).get("speculative")
+        if not isinstance(spec, dict):
+            return
+        self.reported = True
+        self.drafted += int(spec.get("drafted_tokens", 0))
+        self.accepted += int(spec.get("accepted_tokens", 0))
+        for total, part in ((self.drafted_pos, spec.get("drafted_per_position") or []),
+                            (self.accepted_pos, spec.get("accepted_per_position") or [])):
+            total.extend([0] * (len(part) - len(total)))
+            for i, v in enumerate(part):
+                total[i] += int(v)
+
+    def summary(self):
+        per_pos = [a / d if d else 0.0 for a, d in zip(self.accepted_pos, self.drafted_pos)]
+        rounds = self.drafted_pos[0] if self.drafted_pos else 0
+        # Every drafting round yields its accepted drafts plus the verify step's own token.
+        per_round = 1 + self.accepted / rounds if rounds else None
+        return {"drafted": self.drafted, "accepted": self.accepted, "acceptance_per_position": per_pos,
+                "rounds": rounds, "mean_tokens_per_round": per_round}
 
 
 def main():
@@ -140,6 +166,7 @@ def main():
     ap.add_argument("--seed", type=int, default=20261201)
     ap.add_argument("--max-tokens", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=600, help="seconds per request")
+    ap.add_argument("--speculative-k", help="send speculative_k (an integer or auto) with every request")
     ap.add_argument("--show-failures", type=int, default=3, help="failures printed per family")
     ap.add_argument("--json-out", help="write the results here")
     args = ap.parse_args()
@@ -164,7 +191,7 @@ def main():
         model_name = models["data"][0]["id"]
         rng = random.Random(args.seed)
         pools = pl.Pools()
-        results, spec = {}, {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0, "reported": False}
+        results, spec = {}, SpecTotals()
         gen_tokens, gen_seconds = 0, 0.0
         for fam in families:
             ok_count, failures = 0, []
@@ -174,15 +201,15 @@ def main():
                         "max_tokens": args.max_tokens}
                 if sample.tools:
                     body["tools"] = sample.tools
+                if args.speculative_k is not None:
+                    body["speculative_k"] = args.speculative_k if args.speculative_k == "auto" else int(args.speculative_k)
                 t0 = time.time()
                 resp = post(url + "/v1/chat/completions", body, args.timeout)
                 dt = time.time() - t0
                 usage = resp.get("usage") or {}
                 gen_tokens += usage.get("completion_tokens", 0)
                 gen_seconds += dt
-                for k, v in spec_stats(usage).items():
-                    spec[k] += v
-                    spec["reported"] = True
+                spec.add(usage)
                 ok, why = score(sample, resp["choices"][0]["message"])
                 ok_count += ok
                 if not ok:
@@ -204,16 +231,18 @@ def main():
         tps = gen_tokens / gen_seconds if gen_seconds else 0.0
         print(f"decode: {gen_tokens} completion tokens in {gen_seconds:.1f} s of requests = {tps:.1f} tokens/s "
               f"(one request at a time, prefill included)")
-        if spec["reported"]:
-            acc, rej = spec["accepted_prediction_tokens"], spec["rejected_prediction_tokens"]
-            print(f"speculation: {acc} draft tokens accepted, {rej} rejected "
-                  f"({100 * acc / max(acc + rej, 1):.1f}% accepted)")
+        if spec.reported:
+            sm = spec.summary()
+            tpr = f"{sm['mean_tokens_per_round']:.2f}" if sm["mean_tokens_per_round"] else "n/a"
+            print(f"speculation: {sm['accepted']}/{sm['drafted']} drafts accepted over {sm['rounds']} rounds, "
+                  f"mean {tpr} tokens per round; per position "
+                  + " ".join(f"{100 * a:.0f}%" for a in sm["acceptance_per_position"]))
         elif metrics_lines:
             print("speculation (from /metrics):\n  " + "\n  ".join(metrics_lines))
         else:
             print("speculation: not reported by this server")
         out = {"model": model_name, "url": url, "seed": args.seed, "families": results,
-               "decode_tokens_per_s": tps, "speculation": spec if spec["reported"] else None,
+               "decode_tokens_per_s": tps, "speculation": spec.summary() if spec.reported else None,
                "speculation_metrics": metrics_lines}
         if args.json_out:
             with open(args.json_out, "w") as f:
