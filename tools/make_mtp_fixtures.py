@@ -17,7 +17,13 @@ plus, per prompt, "mtp": draft logits of the teacher-forced MTP pass over the pr
 position i, tools/mtp.py) at chosen positions, and a greedy draft chain of MTP_CHAIN steps from the prompt's end
 (first step (h_{n-1}, x_n) with x_n the main model's greedy token), with its logits and tokens.
 
+--add-to DIR adds random mtp.* weights to a fixture folder and leaves its other tensors as they are:
+tests/fixtures/models/tiny-chat-mtp is a copy of tiny-chat's config.json and model.safetensors (made by
+tools/make_fixtures.py; the tokenizer files are links to tiny-chat's) given an MTP head this way, so the e2e_spec_*
+suites serve a speculating model while tiny-chat stays as it is.
+
 Usage: python3 tools/make_mtp_fixtures.py [--out tests/fixtures/models] [--only NAME ...]
+       python3 tools/make_mtp_fixtures.py --add-to tests/fixtures/models/tiny-chat-mtp
 Needs transformers >= 5.2, torch (CPU) and safetensors. CI does not run this; the outputs are committed.
 """
 import argparse
@@ -147,6 +153,7 @@ def add_mtp_tensors(out, state):
     cfg["mtp_use_dedicated_embeddings"] = False
     with open(cfg_path, "w") as f:
         json.dump(cfg, f, indent=2)
+        f.write("\n")
 
 
 def write_model(name, spec, out_root, seed):
@@ -213,8 +220,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.path.join(mf.REPO, "tests/fixtures/models"))
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--add-to", help="an existing fixture folder: add random mtp.* tensors, nothing else")
     args = ap.parse_args()
     mf.require_transformers()
+    if args.add_to:
+        with open(os.path.join(args.add_to, "config.json")) as f:
+            text_cfg = json.load(f)
+        gen = torch.Generator().manual_seed(97531)
+        before = load_file(os.path.join(args.add_to, "model.safetensors"))
+        add_mtp_tensors(args.add_to, random_mtp_state(MtpConfig(text_cfg), gen))
+        after = load_file(os.path.join(args.add_to, "model.safetensors"))
+        assert all(torch.equal(before[k], after[k]) for k in before), "existing tensors changed"
+        print(f"{args.add_to}: added {len(after) - len(before)} mtp.* tensors")
+        return
     os.makedirs(args.out, exist_ok=True)
     for i, (name, spec) in enumerate(MODELS.items()):
         if args.only and name not in args.only:

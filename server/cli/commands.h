@@ -14,5 +14,6 @@ void register_logits_command(CLI::App& app);      // cmd_logits.cpp   (engine co
 void register_tokenize_command(CLI::App& app);    // cmd_tokenize.cpp (tokenizer): tokenize + detokenize
 void register_render_command(CLI::App& app);      // cmd_render.cpp   (chat templates)
 void register_bench_command(CLI::App& app);       // cmd_bench.cpp    (kernels / benchmarks)
+void register_plan_command(CLI::App& app);        // cmd_plan.cpp     (the memory plan)
 
 }  // namespace voltserve::cli

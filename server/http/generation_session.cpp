@@ -28,6 +28,17 @@ void GenerationSession::wait_for_event(std::string* sse, bool& idle) {
   idle = false;
   std::optional<ChoiceEvent> ev = generation_->next(next_wait(ctx_, deadline_));
   if (ev) {
+    if (ev->event.finished && ev->event.n_tokens_drafted > 0) {
+      const Event& e = ev->event;
+      speculation_.drafted_tokens += e.n_tokens_drafted;
+      speculation_.accepted_tokens += e.n_tokens_accepted;
+      auto add = [](std::vector<int64_t>& total, const std::vector<int32_t>& part) {
+        if (total.size() < part.size()) total.resize(part.size(), 0);
+        for (size_t j = 0; j < part.size(); ++j) total[j] += part[j];
+      };
+      add(speculation_.drafted_per_position, e.drafted_per_position);
+      add(speculation_.accepted_per_position, e.accepted_per_position);
+    }
     handle(*ev, sse);
   } else if (Clock::now() >= deadline_) {
     generation_->cancel_all();
@@ -92,6 +103,7 @@ void GenerationSession::finalize_record(int status) {
   record_->set_status(status);
   openai::Usage u = usage();
   record_->set_tokens(u.prompt_tokens, u.completion_tokens);
+  record_->set_speculation(u.drafted_tokens, u.accepted_tokens, u.drafted_per_position, u.accepted_per_position);
   record_->set_finish_reason(finish_reasons());
   record_->write();
 }
@@ -104,6 +116,14 @@ void GenerationSession::observe_tokens(size_t n) {
     for (size_t k = 0; k < n; ++k) ctx_.metrics.observe_inter_token(per_token);
   }
   last_token_ = now;
+}
+
+openai::Usage GenerationSession::with_speculation(openai::Usage u) const {
+  u.drafted_tokens = speculation_.drafted_tokens;
+  u.accepted_tokens = speculation_.accepted_tokens;
+  u.drafted_per_position = speculation_.drafted_per_position;
+  u.accepted_per_position = speculation_.accepted_per_position;
+  return u;
 }
 
 bool GenerationSession::failed_in_engine(const Event& e) {

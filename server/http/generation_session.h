@@ -56,6 +56,8 @@ class GenerationSession : public StreamSession {
   void observe_tokens(size_t n);
   // True (and the request is failed with the engine's error) when a final event is neither stop nor length.
   bool failed_in_engine(const Event& e);
+  // `u` with the speculative-decoding counts of the choices' final events so far.
+  openai::Usage with_speculation(openai::Usage u) const;
 
   ServerContext& ctx_;
   std::shared_ptr<AccessRecord> record_;
@@ -72,6 +74,7 @@ class GenerationSession : public StreamSession {
   bool opened_ = false;
   bool record_written_ = false;
   Clock::time_point last_token_{};
+  openai::Usage speculation_;  // drafted / accepted of the finished choices
 };
 
 // Answers with `session`: as an SSE stream (the access record is written when the stream ends) or as one JSON body.

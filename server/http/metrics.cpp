@@ -85,7 +85,32 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_state_slots_total", "Recurrent-state slots.", stats->state_slots_total);
     gauge("voltserve_state_slots_free", "Free recurrent-state slots.", stats->state_slots_free);
     gauge("voltserve_engine_steps_total", "Engine steps run.", static_cast<double>(stats->n_steps));
+    out += fmt::format("# HELP voltserve_num_preemptions_total Sequences that gave back their KV pages and state slot "
+                       "when the pool ran out, and recomputed later.\n"
+                       "# TYPE voltserve_num_preemptions_total counter\nvoltserve_num_preemptions_total{{{}}} {}\n",
+                       label, stats->n_preemptions);
     gauge("voltserve_engine_healthy", "1 when the engine can serve.", stats->healthy ? 1 : 0);
+    // Speculative decoding (vLLM's spec_decode names): drafts proposed and accepted, in all and per draft position
+    // (position 1 is the first draft of a round).
+    if (stats->max_speculative_k > 0) {
+      auto counter = [&](const char* name, const char* help, uint64_t value) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{{}}} {}\n", name, help, name, name, label, value);
+      };
+      counter("voltserve_spec_decode_num_draft_tokens_total", "Draft tokens proposed by the MTP head.",
+              stats->n_tokens_drafted_total);
+      counter("voltserve_spec_decode_num_accepted_tokens_total", "Draft tokens the target accepted.",
+              stats->n_tokens_accepted_total);
+      auto per_position = [&](const char* name, const char* help, const std::vector<uint64_t>& values) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+        for (size_t j = 0; j < values.size(); ++j) {
+          out += fmt::format("{}{{{},position=\"{}\"}} {}\n", name, label, j + 1, values[j]);
+        }
+      };
+      per_position("voltserve_spec_decode_num_draft_tokens_per_pos", "Draft tokens proposed at each draft position.",
+                   stats->drafted_per_position_total);
+      per_position("voltserve_spec_decode_num_accepted_tokens_per_pos", "Draft tokens accepted at each draft position.",
+                   stats->accepted_per_position_total);
+    }
   }
   ttft_.render("voltserve_time_to_first_token_seconds", "Submit to first generated token.", out);
   itl_.render("voltserve_inter_token_latency_seconds", "Time between generated tokens of a stream.", out);

@@ -1,6 +1,6 @@
 // The server's Prometheus metrics: request counts by endpoint and status, token counters, TTFT / inter-token /
-// end-to-end latency histograms, plus engine gauges (running, waiting, KV pages, state slots) read at scrape
-// time. Rendered in the Prometheus text format. Tested by tests/server/metrics_test.cpp.
+// end-to-end latency histograms, plus engine gauges (running, waiting, KV pages, state slots) and the preemption
+// counter, read at scrape time. Rendered in the Prometheus text format. Tested by tests/server/metrics_test.cpp.
 #pragma once
 
 #include <array>

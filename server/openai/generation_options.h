@@ -29,6 +29,7 @@ struct GenerationOptions {
   bool skip_special_tokens = true;
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  std::optional<int32_t> speculative_k;  // extension: drafts per round, 0 off, -1 "auto"; unset: the server's
 };
 
 // Reads every shared field of `body` into `out`; throws ApiError naming the field on any problem.

@@ -16,6 +16,9 @@ SOURCE_DIR = os.environ.get("VOLTSERVE_SOURCE_DIR", os.path.abspath(os.path.join
 BINARY_DIR = os.environ.get("VOLTSERVE_BINARY_DIR", os.path.join(SOURCE_DIR, "build"))
 BINARY = os.environ.get("VOLTSERVE_BINARY", os.path.join(BINARY_DIR, "voltserve"))
 MODEL_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "tiny-chat")
+# VOLTSERVE_E2E_MODEL names another fixture folder to serve under the same name (the e2e_spec_* runs serve
+# tiny-chat-mtp, tiny-chat with an MTP head, so every request speculates: the suites must pass unchanged).
+E2E_MODEL = os.environ.get("VOLTSERVE_E2E_MODEL", "")
 
 
 def free_port():
@@ -34,6 +37,9 @@ class Server:
         self.log = tempfile.NamedTemporaryFile(prefix="voltserve-e2e-", suffix=".log", delete=False)
         args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1",
                 "--context", "1024", *extra_args]
+        if E2E_MODEL:
+            args += ["--model", os.path.join(SOURCE_DIR, "tests", "fixtures", "models", E2E_MODEL),
+                     "--served-model-name", "tiny-chat"]
         if api_key:
             args += ["--api-key", api_key]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)

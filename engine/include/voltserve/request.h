@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,13 @@ struct Request {
   int32_t n_top_logprobs = -1;          // -1: no logprobs; 0..20: logprob of the chosen token + this many alternatives
   // > 0: return the fp32 logits (full vocabulary) of the last n_prompt_logits prompt positions in the final event.
   int32_t n_prompt_logits = 0;
+  // Speculative decoding with the model's MTP head: drafts per round. Unset: EngineConfig::speculative_k; 0: off;
+  // kSpeculativeAuto: picked per round from the request's running acceptance; 1..EngineConfig::max_speculative_k.
+  // Output is unchanged by it: greedy output is identical, sampled output has the same distribution.
+  std::optional<int32_t> speculative_k;
 };
+
+inline constexpr int32_t kSpeculativeAuto = -1;
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
@@ -45,6 +52,12 @@ struct Event {
   int32_t n_tokens_prompt = 0;                    // filled on the final event
   int32_t n_tokens_generated = 0;                 // filled on the final event
   int64_t ttft_us = 0;                            // submit -> first token, filled on the final event
+  // Speculative decoding, on the final event: drafts proposed and accepted, and per draft position j (0-based)
+  // how many rounds drafted that position and how many accepted it (empty when the request did not speculate).
+  int32_t n_tokens_drafted = 0;
+  int32_t n_tokens_accepted = 0;
+  std::vector<int32_t> drafted_per_position;
+  std::vector<int32_t> accepted_per_position;
   // Request::n_prompt_logits > 0: [n_prompt_logits, vocab_size] logits of the last prompt positions, on the final
   // event.
   std::vector<float> prompt_logits;
