@@ -87,6 +87,17 @@ def main():
     else:
         print(f"generate --chat: ok ({out.stdout.strip()[:60]!r})")
 
+    # issue 21's loader takes the mtp.* tensors: speculative decoding must run and give the plain greedy output.
+    spec = subprocess.run([args.voltserve, "generate", "--model", args.model, "--chat", "--prompt", "What is 2 + 3?",
+                           "--max-tokens", "8", "--temperature", "0", "--backend", "cpu", "--threads", "1",
+                           "--speculative-k", "3"], capture_output=True, text=True)
+    if spec.returncode != 0:
+        failures.append(f"voltserve generate --speculative-k 3 failed: {spec.stderr[-500:]}")
+    elif out.returncode == 0 and spec.stdout != out.stdout:
+        failures.append(f"speculative output {spec.stdout!r} differs from plain greedy {out.stdout!r}")
+    else:
+        print("generate --speculative-k 3: the MTP head loads; output equals plain greedy")
+
     cfg, main_sd, mtp_sd, _ = train.load_checkpoint(args.model)
     with open(os.path.join(args.model, "config.json")) as f:
         raw = json.load(f)
