@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -96,7 +97,12 @@ def main():
     elif out.returncode == 0 and spec.stdout != out.stdout:
         failures.append(f"speculative output {spec.stdout!r} differs from plain greedy {out.stdout!r}")
     else:
-        print("generate --speculative-k 3: the MTP head loads; output equals plain greedy")
+        m = re.search(r"speculative: (\d+) of (\d+) drafts", spec.stderr)
+        if not m or int(m.group(2)) == 0:
+            failures.append(f"generate --speculative-k 3 drafted nothing: {spec.stderr[-300:]!r}")
+        else:
+            print(f"generate --speculative-k 3: the MTP head loads and drafts ({m.group(1)} of {m.group(2)} "
+                  f"accepted); output equals plain greedy")
 
     cfg, main_sd, mtp_sd, _ = train.load_checkpoint(args.model)
     with open(os.path.join(args.model, "config.json")) as f:
