@@ -65,7 +65,8 @@ def mtp_tensor_shapes(cfg):
 def rope_neox_partial(x, positions, rotary_dim, theta):
     """NeoX (rotate_half) RoPE on the first rotary_dim dims of every head; x [T, heads, head_dim]."""
     half = rotary_dim // 2
-    inv_freq = 1.0 / (theta ** (torch.arange(0, half, dtype=torch.float64) * 2.0 / rotary_dim))
+    exps = torch.arange(0, half, dtype=torch.float64, device=positions.device) * 2.0 / rotary_dim
+    inv_freq = 1.0 / (theta ** exps)  # on the positions' device, so the training head (tools/demo) runs on a GPU
     ang = positions.to(torch.float64)[:, None] * inv_freq[None, :]
     cos = torch.cos(ang).float()[:, None, :]
     sin = torch.sin(ang).float()[:, None, :]
