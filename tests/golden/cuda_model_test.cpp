@@ -533,6 +533,7 @@ TEST_CASE("CUDA: decode steps replayed as graphs equal eager launches", "[gpu]")
   // Every decode step but the first two of each shape (eager, then captured) and the prompt step is a replay.
   CHECK(replays >= kSteps - 20);
   CHECK(eager->backend().graph_replays() == 0);
+}
 
 TEST_CASE("CUDA: the MTP head's draft logits and chain are within tolerance of the PyTorch reference", "[gpu]") {
   int cc = 0;
