@@ -65,6 +65,22 @@ TEST_CASE("a step's graph shape: decode-sized steps only, and everything launche
   prefill.seqs.push_back(s);
   prefill.tokens.assign(static_cast<size_t>(kMaxGraphTokens + 1), 1);
   CHECK_FALSE(step_graph_shape(prefill, 256).has_value());
+  // Speculative work runs eagerly: a verify item, an MTP pass (no state slot), acceptance or hidden-state rows.
+  StepBatch verify = b;
+  verify.seqs[0].ckpt = 0;
+  CHECK_FALSE(step_graph_shape(verify, 256).has_value());
+  StepBatch drafts = b;
+  drafts.seqs[1].n_draft = 2;
+  CHECK_FALSE(step_graph_shape(drafts, 256).has_value());
+  StepBatch mtp = b;
+  mtp.seqs[2].slot = -1;
+  CHECK_FALSE(step_graph_shape(mtp, 256).has_value());
+  StepBatch accept = b;
+  accept.outputs[0].flags |= kOutAccept;
+  CHECK_FALSE(step_graph_shape(accept, 256).has_value());
+  StepBatch hidden = b;
+  hidden.outputs[0].flags |= kOutHidden;
+  CHECK_FALSE(step_graph_shape(hidden, 256).has_value());
   CHECK_FALSE(step_graph_shape(StepBatch{}, 256).has_value());
 }
 

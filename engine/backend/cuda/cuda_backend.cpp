@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <type_traits>
@@ -221,6 +222,10 @@ class CudaBackend final : public Backend {
   Status end_step(StepResult& result) override;
   bool rerun_step() const override { return rerun_; }
   int64_t graph_replays() const override { return graphs_.replays(); }
+  bool disable_graphs() override {
+    graphs_.clear();
+    return std::exchange(options_.cuda_graphs, false);
+  }
 
   void embed(const PreparedLinear& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
@@ -354,6 +359,10 @@ class CudaBackend final : public Backend {
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOptions& options) {
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   b->options_ = options;
+  // An escape hatch for every command (serve has no flag for it): VOLTSERVE_CUDA_GRAPHS=0 launches eagerly.
+  if (const char* g = std::getenv("VOLTSERVE_CUDA_GRAPHS"); g != nullptr && std::string_view(g) == "0") {
+    b->options_.cuda_graphs = false;
+  }
   VS_ASSIGN_OR_RETURN(b->report_, cuda::probe_device(options.device, /*measure_bandwidth=*/true));
   const int cc = b->report_.compute_capability;
   if (options.kernel_family == "auto") {
