@@ -159,7 +159,8 @@ Status CpuBackend::begin_step(const StepBatch& batch) {
   if (batch.n_tokens() > limits_.max_tokens || static_cast<int32_t>(batch.seqs.size()) > limits_.max_seqs ||
       static_cast<int32_t>(batch.page_table.size()) > limits_.max_page_refs ||
       static_cast<int32_t>(batch.bias_ids.size()) > limits_.max_bias ||
-      static_cast<int32_t>(batch.outputs.size()) > limits_.max_tokens) {
+      static_cast<int32_t>(batch.outputs.size()) > limits_.max_tokens ||
+      batch.masks.size() > batch.outputs.size() * static_cast<size_t>(mask_words(limits_))) {
     return internal_error("cpu backend: the step exceeds the configured limits (" + std::to_string(batch.n_tokens()) +
                           " tokens, " + std::to_string(batch.seqs.size()) + " sequences, " +
                           std::to_string(batch.page_table.size()) + " page refs, " +
@@ -365,6 +366,8 @@ void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidde
     a.bias_ids = batch_->bias_ids.data();
     a.bias_values = batch_->bias_values.data();
     a.penalties = penalties_;
+    a.masks = batch_->masks.empty() ? nullptr : batch_->masks.data();
+    a.mask_words = batch_->mask_words;
     a.out = {token.data(), logprob.data(), top_ids.data(), top_lp.data(), status.data(), nan_index.data()};
     a.parallel = &pool_;
     kernels::sampling::sample_ref(a);
