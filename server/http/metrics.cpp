@@ -86,6 +86,13 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_state_slots_free", "Free recurrent-state slots.", stats->state_slots_free);
     gauge("voltserve_engine_steps_total", "Engine steps run.", static_cast<double>(stats->n_steps));
     gauge("voltserve_engine_healthy", "1 when the engine can serve.", stats->healthy ? 1 : 0);
+    gauge("voltserve_structured_output_masks_total", "Structured-output token masks computed.",
+          static_cast<double>(stats->n_token_masks));
+    gauge("voltserve_structured_output_mask_seconds_total", "Time the mask worker spent computing them.",
+          static_cast<double>(stats->mask_us_total) * 1e-6);
+    gauge("voltserve_structured_output_mask_wait_seconds_total",
+          "Time the step waited for masks after its forward (the part the forward did not hide).",
+          static_cast<double>(stats->mask_wait_us_total) * 1e-6);
   }
   ttft_.render("voltserve_time_to_first_token_seconds", "Submit to first generated token.", out);
   itl_.render("voltserve_inter_token_latency_seconds", "Time between generated tokens of a stream.", out);
