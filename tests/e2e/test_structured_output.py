@@ -222,6 +222,8 @@ def main():
                 ({"guided_grammar": "root ::= "}, "guided_grammar"),
                 ({"grammar": "root ::= undefined_rule"}, "grammar"),
                 ({"guided_choice": []}, "guided_choice"),
+                ({"response_format": rf({"type": "object", "properties": {"x": {"type": "number", "maximum": 2.5}}})},
+                 "response_format.json_schema.schema"),
                 ({"guided_regex": "a+", "guided_choice": ["a"]}, "guided_choice"),
             ]
             for extra, param in cases:
