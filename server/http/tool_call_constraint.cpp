@@ -51,8 +51,12 @@ ConstraintSpec xml_value(const Json& prop) {
     if (all_strings) {
       ConstraintSpec s;
       s.kind = Kind::kRegex;
-      for (size_t i = 0; i < prop["enum"].size(); ++i) s.text += (i ? "|" : "") + regex_escape(prop["enum"][i].get<std::string>());
-      s.text = "(" + s.text + ")";
+      s.text = "(";
+      for (size_t i = 0; i < prop["enum"].size(); ++i) {
+        if (i > 0) s.text.push_back('|');
+        s.text.append(regex_escape(prop["enum"][i].get<std::string>()));
+      }
+      s.text.push_back(')');
       return s;
     }
   }
@@ -69,7 +73,11 @@ ConstraintSpec xml_value(const Json& prop) {
                                   ? prop["maxLength"].get<int64_t>() : -1;
       const int64_t min_len = prop.contains("minLength") && prop["minLength"].is_number_integer()
                                   ? prop["minLength"].get<int64_t>() : 0;
-      s.text = "[^<\\n]{" + std::to_string(min_len) + "," + (max_len >= 0 ? std::to_string(max_len) : "") + "}";
+      s.text = "[^<\\n]{";
+      s.text.append(std::to_string(min_len));
+      s.text.push_back(',');
+      if (max_len >= 0) s.text.append(std::to_string(max_len));
+      s.text.push_back('}');
     }
     return s;
   }
