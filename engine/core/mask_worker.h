@@ -2,7 +2,7 @@
 // engine starts it with the step's constrained sequences just before ModelRunner::step, and the runner waits for it
 // (StepRequest::await_masks) right before sampling, so the mask costs no step time when it is shorter than the
 // forward. Touches only the matchers and mask buffers it was given, between start() and wait(). Tested through the
-// engine by tests/e2e/test_structured_output.py and tests/grammar/grammar_test.cpp.
+// engine by tests/e2e/test_structured_output.py (every constrained request goes through it).
 #pragma once
 
 #include <condition_variable>

@@ -1,6 +1,6 @@
 // Compiles a request's structured output (openai::StructuredOutput) for the served model through the engine's
 // grammar module, once per request (every choice shares it), and says where reasoning ends so that the constraint
-// starts after </think>. Tested by the e2e suite tests/e2e/structured_output_test.py.
+// starts after </think>. Tested by tests/e2e/test_structured_output.py.
 #pragma once
 
 #include "http/server_context.h"

@@ -1,8 +1,10 @@
 // Structured output requested by any of the fields clients send: OpenAI `response_format` (json_object, json_schema
 // with strict), vLLM `structured_outputs` {json, regex, choice, grammar, json_object} and its older `guided_json` /
 // `guided_regex` / `guided_choice` / `guided_grammar`, llama.cpp `json_schema` and `grammar` (GBNF). The result is an
-// engine ConstraintSpec plus the field that set it (400s name it); other translators (Responses `text.format`) build
-// a StructuredOutput directly. Tested by tests/server/structured_output_test.cpp.
+// engine ConstraintSpec plus the field that set it (400s name it); /v1/responses maps `text.format` onto
+// response_format; a translator may also build a StructuredOutput directly. Tested by
+// tests/e2e/test_structured_output.py (every field, the 400s) and
+// tests/server/chat_request_test.cpp.
 #pragma once
 
 #include <optional>
