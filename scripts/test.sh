@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (and what .ci/run calls): installs what is missing, builds, and runs every test this
-# machine can run, with any shared/ folder beside the clone hidden, and prints how long each part took. GPU tests run
-# only where a GPU is present (scripts/gpu-check.sh on a GPU machine). The output ends with CTest's summary.
+# machine can run, with any shared/ folder beside the clone hidden, then (only with VOLTSERVE_SANITIZERS=1) the
+# sanitizer runs (scripts/sanitize.sh asan and tsan), and prints how long each part took. GPU tests run only where a
+# GPU is present (scripts/gpu-check.sh on a GPU machine). The output ends with CTest's summary of the main build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -47,9 +48,29 @@ ctest "${ctest_args[@]}" | tee "$BUILD_DIR/ctest.log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "tests $((SECONDS - t))" >>"$VOLTSERVE_TIMES_FILE"
+
+# The sanitizer runs (scripts/sanitize.sh; each builds its own folder): ASan+UBSan over every CPU suite, TSan over the
+# threading ones. Opt-in (VOLTSERVE_SANITIZERS=1): together they take longer than CI's budget leaves room for.
+sanitizers=""
+if [ "${VOLTSERVE_SANITIZERS:-0}" = 1 ]; then
+  for kind in asan tsan; do
+    stamp "sanitizers: $kind (scripts/sanitize.sh $kind)"
+    set +e
+    scripts/sanitize.sh "$kind" 2>&1 | tee "$BUILD_DIR/sanitize-$kind.log"
+    krc=${PIPESTATUS[0]}
+    set -e
+    if [ "$krc" -eq 0 ]; then
+      sanitizers+="$kind passed; "
+    else
+      sanitizers+="$kind FAILED (exit $krc, $BUILD_DIR/sanitize-$kind.log); "
+      rc=1
+    fi
+  done
+fi
 echo "total $((SECONDS - t_all))" >>"$VOLTSERVE_TIMES_FILE"
 echo
 stamp "times (s): $(awk '{ printf "%s%s %s", sep, $1, $2; sep = ", " }' "$VOLTSERVE_TIMES_FILE")"
+[ -n "$sanitizers" ] && stamp "sanitizers: ${sanitizers%; }"
 # CTest's summary line again, so that it stays the last line of the output.
 grep -E '^[0-9]+% tests passed' "$BUILD_DIR/ctest.log" | tail -1 || true
 exit "$rc"

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,6 +21,7 @@
 #include "common/step_desc.h"
 #include "gdn/gdn.h"
 #include "linear/linear_ref.h"
+#include "sampling/accept.h"
 #include "sampling/sampling.h"
 #include "voltserve/status.h"
 
@@ -107,6 +109,18 @@ struct StepLimits {
   int32_t n_vocab_real = 0;     // ids >= this are padding and are never sampled
   int32_t hidden_size = 0;      // width of the hidden states rows may return
   int32_t n_slots = 0;          // penalty-state slots (one per live sequence)
+  // Kernel scratch to reserve now (the memory plan's figure, engine/plan), so that no step has to grow it; 0: the
+  // backend grows it on demand.
+  int64_t scratch_bytes = 0;
+};
+
+// The device memory a backend plans against (engine/plan/memory_plan.h); device backends only.
+struct DeviceMemoryInfo {
+  std::string device;           // "NVIDIA H200 (sm_90)"
+  int64_t free_bytes = 0;       // free on the device now
+  int64_t total_bytes = 0;
+  int64_t allocated_bytes = 0;  // what this backend holds so far
+  std::string weight_layout;    // the kernel family its weights are prepacked for: "sm70" or "sm80"
 };
 
 // What one output row of a step asks for (a row is one token of the step; rows index the step's tokens).
@@ -115,6 +129,10 @@ enum OutputFlags : uint32_t {
   kOutLogprobs = 2u,  // with kOutSample: its logprob and sampling.n_top_logprobs alternatives
   kOutLogits = 4u,    // the full fp32 logits row
   kOutHidden = 8u,    // the final-normed hidden state (the MTP head's input)
+  // With kOutSample, on every row of a verify item whose tokens after the first are drafts (SeqDesc::n_draft): the
+  // rows' logits decide which drafts are accepted (kernels/sampling/accept.h); row j's result is the token emitted
+  // there, rows past the accepted run are kRowNotReached. The rows are consecutive outputs, in token order.
+  kOutAccept = 16u,
 };
 struct OutputRow {
   int32_t row = 0;
@@ -145,6 +163,9 @@ struct RowResult {
   int32_t nan_index = -1;  // status kNanLogits: the first NaN id
   float logprob = 0.0f;
   std::vector<std::pair<int32_t, float>> top;  // kOutLogprobs: (id, logprob), descending
+  // The MTP head's greedy drafts after this row's token (ModelRunner: the last emitted row of a sequence that asked
+  // for SeqStep::n_draft drafts).
+  std::vector<int32_t> drafts;
 };
 struct StepResult {
   std::vector<RowResult> rows;
@@ -177,6 +198,10 @@ class Backend {
   // Bytes the prepared weights take, and the device's measured read bandwidth (0 where not measured).
   virtual int64_t weight_bytes() const = 0;
   virtual double read_gbps() const { return 0.0; }
+  // Whether lm_head_outputs runs the speculative acceptance of kOutAccept rows.
+  virtual bool accepts_drafts() const { return false; }
+  // The device's memory, for the memory plan; nullopt for backends that hold host memory (CPU).
+  virtual std::optional<DeviceMemoryInfo> device_memory() const { return std::nullopt; }
 
   // Memory owned by the backend until it is destroyed; zeroed. `what` names it in errors.
   virtual Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) = 0;
@@ -197,6 +222,12 @@ class Backend {
   // end_step() waits for the device, copies the outputs into `result` and returns the first error of the step.
   virtual Status begin_step(const StepBatch& batch) = 0;
   virtual Status end_step(StepResult& result) = 0;
+  // True right after an end_step() that failed only because the step must run again: a device backend that
+  // replays captured graphs first sees a step's ops without launching them (to find its graph), and when it has
+  // none, nothing of the step ran. The caller then runs the same step (same batch, same ops) once more.
+  virtual bool rerun_step() const { return false; }
+  // Steps replayed from captured graphs so far (0 for a backend without graphs).
+  virtual int64_t graph_replays() const { return 0; }
 
   // out[i] = table row tokens[i] for the step's T tokens (the embedding as a [vocab, hidden] linear weight, shared
   // with a tied lm_head). out: [T, hidden] fp32.
@@ -231,9 +262,20 @@ class Backend {
   virtual void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) = 0;
 };
 
+// Runs one step — `once()` calls begin_step, the ops and end_step — again while the backend asks for it
+// (Backend::rerun_step; a graph-replaying backend asks at most twice in a row).
+template <class F>
+Status run_step(Backend& backend, F&& once) {
+  Status s = once();
+  for (int attempt = 0; !s.is_ok() && attempt < 2 && backend.rerun_step(); ++attempt) s = once();
+  return s;
+}
+
 struct CpuBackendOptions {
   int32_t n_threads = 0;  // 0: min(hardware threads, 8)
   GdnMode gdn_mode = GdnMode::kAuto;
+  // Tests only: a deliberately wrong acceptance rule, to prove the statistical tests can fail.
+  kernels::sampling::AcceptRule accept_rule = kernels::sampling::AcceptRule::kExact;
 };
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);
 

@@ -17,6 +17,7 @@ std::unique_ptr<Backend> cpu_backend(const BackendOptions& options) {
   CpuBackendOptions cpu;
   cpu.n_threads = options.n_threads;
   cpu.gdn_mode = options.gdn_mode;
+  cpu.accept_rule = options.accept_rule;
   return make_cpu_backend(cpu);
 }
 
@@ -39,6 +40,7 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Bac
     CudaBackendOptions cuda;
     cuda.kernel_family = options.kernel_family;
     cuda.op_timing = options.op_timing;
+    cuda.cuda_graphs = options.cuda_graphs;
     return make_cuda_backend(cuda);
   }
   if (name == "cuda") return unavailable("backend 'cuda': " + why);

@@ -15,6 +15,8 @@ struct BackendOptions {
   GdnMode gdn_mode = GdnMode::kAuto;  // CPU backend
   std::string kernel_family = "auto";  // CUDA backend: sm70, sm80 or auto
   bool op_timing = false;              // CUDA backend: per-op device timing, logged when the backend goes
+  bool cuda_graphs = true;             // CUDA backend: decode-sized steps replay as CUDA graphs
+  kernels::sampling::AcceptRule accept_rule = kernels::sampling::AcceptRule::kExact;  // CPU backend; tests only
 };
 
 Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const BackendOptions& options);

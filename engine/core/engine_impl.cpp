@@ -9,6 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/named_logger.h"
 #include "core/loggers.h"
 
 namespace voltserve {
@@ -32,6 +33,14 @@ Status check_config(const ModelRunner* runner, const EngineConfig& c) {
   if (c.max_running < 1) return invalid_argument("max_running must be >= 1, got " + std::to_string(c.max_running));
   if (c.max_waiting < 0) return invalid_argument("max_waiting must be >= 0, got " + std::to_string(c.max_waiting));
   if (c.prefill_chunk < 1) return invalid_argument("prefill_chunk must be >= 1, got " + std::to_string(c.prefill_chunk));
+  if (c.max_speculative_k < 0 || c.max_speculative_k > kMaxSpeculativeK) {
+    return invalid_argument("max_speculative_k must be in [0, " + std::to_string(kMaxSpeculativeK) + "], got " +
+                            std::to_string(c.max_speculative_k));
+  }
+  if (c.speculative_k < kSpeculativeAuto || c.speculative_k > c.max_speculative_k) {
+    return invalid_argument("speculative_k must be -1 (auto), 0 (off) or 1..max_speculative_k (" +
+                            std::to_string(c.max_speculative_k) + "), got " + std::to_string(c.speculative_k));
+  }
   // Every running stream must be able to decode in every step, or the newest ones would starve.
   if (c.max_tokens_per_step < c.max_running) {
     return invalid_argument("max_tokens_per_step (" + std::to_string(c.max_tokens_per_step) +
@@ -114,6 +123,18 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
   sched_limits_.max_tokens_per_step = config.max_tokens_per_step;
   sched_limits_.prefill_chunk = config.prefill_chunk;
   sched_limits_.page_size = geometry_.page_size;
+  spec_max_k_ = std::max(0, std::min({config.max_speculative_k, geometry_.max_draft_tokens,
+                                      geometry_.max_verify_tokens - 1}));
+  limits_.max_speculative_k = spec_max_k_;
+  limits_.no_speculation_reason = config.max_speculative_k == 0
+                                      ? "max_speculative_k is 0"
+                                      : "the model has no MTP head, or its backend cannot verify drafts";
+  spec_default_k_ = spec_max_k_ == 0 ? 0 : std::min(config.speculative_k, spec_max_k_);
+  if (spec_max_k_ > 0) {
+    named_logger("spec").info("speculative decoding: up to {} drafts per round, default {}", spec_max_k_,
+                              spec_default_k_ == kSpeculativeAuto ? std::string("auto")
+                                                                  : std::to_string(spec_default_k_));
+  }
   seed_base_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   {
     std::lock_guard lk(mutex_);
@@ -175,6 +196,11 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
     // A request without a seed gets one from the engine's random base, so two such requests differ.
     rp.seed = sp.seed ? *sp.seed : mix_seed(seed_base_, id);
     seq->logit_bias = sp.logit_bias;
+    // "auto" on an engine that does not speculate is plain decoding (validation refuses only a k > 0 there).
+    const int32_t k = seq->request.max_new_tokens == 0 || spec_max_k_ == 0
+                          ? 0
+                          : seq->request.speculative_k.value_or(spec_default_k_);
+    seq->spec = SpecState(k, spec_max_k_);
     live_ids_.insert(id);
     ++n_waiting_;
     incoming_.push_back(std::move(seq));
@@ -230,6 +256,11 @@ void EngineImpl::publish_stats_locked() {
   s.n_token_masks = counters_.n_token_masks;
   s.mask_us_total = counters_.mask_us_total;
   s.mask_wait_us_total = counters_.mask_wait_us_total;
+  s.max_speculative_k = spec_max_k_;
+  s.n_tokens_drafted_total = counters_.n_tokens_drafted_total;
+  s.n_tokens_accepted_total = counters_.n_tokens_accepted_total;
+  s.drafted_per_position_total = counters_.drafted_per_position_total;
+  s.accepted_per_position_total = counters_.accepted_per_position_total;
   s.healthy = healthy_;
   s.draining = draining_;
 }
@@ -295,8 +326,13 @@ void EngineImpl::apply_cancels(const std::vector<RequestId>& ids) {
 bool EngineImpl::step() {
   std::vector<SchedSeq> views;
   views.reserve(seqs_.size());
+  int32_t n_running = 0;
+  for (const auto& s : seqs_) n_running += s->admitted ? 1 : 0;
   for (const auto& s : seqs_) {
-    views.push_back({s->id, s->admitted, s->n_computed, static_cast<int32_t>(s->tokens.size()), s->pages.n_pages()});
+    plan_speculation(*s, n_running);
+    const auto n_draft = static_cast<int32_t>(s->drafts.size());
+    views.push_back({s->id, s->admitted, s->n_computed, static_cast<int32_t>(s->tokens.size()) + n_draft,
+                     s->pages.n_pages(), n_draft, std::max(0, s->n_draft_next - 1)});
   }
   const StepPlan plan = plan_step(views, sched_limits_, pages_.n_free(), slots_.n_free());
 
@@ -336,7 +372,12 @@ bool EngineImpl::step() {
       }
       sched_log().debug("req={} admitted to slot {} at n_computed {}", s.request.id, s.slot, s.n_computed);
     }
-    if (!s.pages.grow_to(s.n_computed + item.n_tokens, pages_)) {
+    // A verify item the budget could not hold whole keeps fewer drafts (never computed later).
+    if (!s.drafts.empty() && item.need_logits && item.n_tokens < 1 + static_cast<int32_t>(s.drafts.size())) {
+      s.drafts.resize(static_cast<size_t>(item.n_tokens - 1));
+    }
+    const int32_t lookahead = item.need_logits ? std::max(0, s.n_draft_next - 1) : 0;
+    if (!s.pages.grow_to(s.n_computed + item.n_tokens + lookahead, pages_)) {
       fail_all(internal_error("scheduler planned more KV pages than are free"));
       return false;
     }
@@ -377,12 +418,32 @@ bool EngineImpl::step() {
     on_runner_failure(st);
     return false;
   }
-  for (const StepItem& item : plan.items) seqs_[static_cast<size_t>(item.seq)]->n_computed += item.n_tokens;
+  for (size_t idx = 0; idx < plan.items.size(); ++idx) {
+    if (!steps_[idx].verify) seqs_[static_cast<size_t>(plan.items[idx].seq)]->n_computed += plan.items[idx].n_tokens;
+  }
 
+  // Verify items: the round is recorded first (the final event of a request that ends inside the run carries it);
+  // the runner accepted the drafts before its last OK row (the correction or bonus token).
+  std::vector<int32_t> n_emitted(plan.items.size(), 0), n_ok(plan.items.size(), 0);
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const RowResult& r = result_.rows[i];
+    if ((outputs_[i].flags & kOutAccept) && r.status == kernels::sampling::kRowOk && r.token >= 0) {
+      ++n_ok[static_cast<size_t>(output_item_[i])];
+    }
+  }
+  for (size_t idx = 0; idx < plan.items.size(); ++idx) {
+    if (!steps_[idx].verify) continue;
+    record_round(*seqs_[static_cast<size_t>(plan.items[idx].seq)], plan.items[idx].n_tokens - 1,
+                 std::max(0, n_ok[idx] - 1));
+  }
   size_t logits_row = 0;
   for (size_t i = 0; i < outputs_.size(); ++i) {
     const RowRequest& o = outputs_[i];
-    Sequence& s = *seqs_[static_cast<size_t>(plan.items[static_cast<size_t>(output_item_[i])].seq)];
+    const auto item = static_cast<size_t>(output_item_[i]);
+    Sequence& s = *seqs_[static_cast<size_t>(plan.items[item].seq)];
+    if ((o.flags & kOutAccept) && (s.finished || result_.rows[i].status == kernels::sampling::kRowNotReached)) {
+      continue;  // past the accepted run, or the request ended inside it (a stop token, its length)
+    }
     if (o.flags & kOutLogits) {
       const float* row = result_.logits.data() + logits_row * vocab;
       s.prompt_logits.insert(s.prompt_logits.end(), row, row + vocab);
@@ -405,7 +466,16 @@ bool EngineImpl::step() {
       finish(s, FinishReason::kError, none);
       continue;
     }
+    if (!r.drafts.empty()) s.drafts = r.drafts;
     emit_token(s, r);
+    if (o.flags & kOutAccept) ++n_emitted[item];
+  }
+  for (size_t idx = 0; idx < plan.items.size(); ++idx) {
+    if (!steps_[idx].verify) continue;
+    if (Status c = commit_round(*seqs_[static_cast<size_t>(plan.items[idx].seq)], n_emitted[idx]); !c.is_ok()) {
+      on_runner_failure(c);
+      return false;
+    }
   }
   // Score-only requests (n_prompt_logits, no generation) finish once their prompt is computed.
   for (const StepItem& item : plan.items) {
@@ -429,11 +499,39 @@ void EngineImpl::build_request(const StepPlan& plan) {
     st.slot = s.slot;
     st.page_table = s.pages.pages();
     st.n_past = s.n_computed;
-    st.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.n_computed),
-                                                           static_cast<size_t>(item.n_tokens));
+    const bool verify = item.need_logits && !s.drafts.empty() && item.n_tokens > 1;
+    if (verify) {  // [last token, d1..dk]: its drafts are consumed here, the MTP head drafts anew
+      s.verify_tokens.assign(1, s.tokens.back());
+      s.verify_tokens.insert(s.verify_tokens.end(), s.drafts.begin(), s.drafts.end());
+      s.drafts.clear();
+      st.tokens = s.verify_tokens;
+      st.verify = true;
+    } else {
+      st.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.n_computed),
+                                                             static_cast<size_t>(item.n_tokens));
+    }
     st.n_prompt = s.n_prompt;
+    if (s.spec.enabled()) {
+      st.mtp = true;
+      st.next_token = item.need_logits ? -1 : s.tokens[static_cast<size_t>(s.n_computed + item.n_tokens)];
+      st.n_draft = item.need_logits ? s.n_draft_next : 0;
+    }
     const auto seq_index = static_cast<int32_t>(steps_.size());
     steps_.push_back(st);
+    if (verify) {
+      for (int32_t j = 0; j < item.n_tokens; ++j) {
+        RowRequest o;
+        o.seq = seq_index;
+        o.token_index = j;
+        o.flags = kOutSample | kOutAccept | (s.request.n_top_logprobs >= 0 ? kOutLogprobs : 0u);
+        o.sampling = s.sampling;
+        o.sampling.draw_index = static_cast<uint64_t>(s.n_generated() + j);
+        o.logit_bias = s.logit_bias;
+        outputs_.push_back(o);
+        output_item_.push_back(static_cast<int32_t>(idx));
+      }
+      continue;
+    }
     // Prompt positions whose logits the request asked for.
     const int32_t first_scored = s.n_prompt - s.request.n_prompt_logits;
     for (int32_t t = 0; t < item.n_tokens && s.request.n_prompt_logits > 0; ++t) {
@@ -469,6 +567,50 @@ void EngineImpl::build_request(const StepPlan& plan) {
       output_item_.push_back(static_cast<int32_t>(idx));
     }
   }
+}
+
+void EngineImpl::plan_speculation(Sequence& s, int32_t n_running) {
+  s.n_draft_next = 0;
+  if (!s.spec.enabled() || s.finished) {
+    s.drafts.clear();
+    return;
+  }
+  const auto n_tokens = static_cast<int32_t>(s.tokens.size());
+  const int32_t left = s.request.max_new_tokens - s.n_generated();  // tokens still to generate, >= 1
+  // Pending drafts: a verify item emits up to 1 + drafts tokens and writes positions up to n_tokens + drafts - 1.
+  int32_t keep = static_cast<int32_t>(s.drafts.size());
+  keep = std::min({keep, left - 1, limits_.context_length - n_tokens, spec_max_k_});
+  if (!s.admitted || s.n_computed != n_tokens - 1) keep = 0;  // preempted (recomputes) or still prefilling
+  s.drafts.resize(static_cast<size_t>(std::max(0, keep)));
+  // The next round: it follows at least one emitted token, and its chain's KV reaches position n_target + k - 2.
+  const int32_t n_target = n_tokens + static_cast<int32_t>(s.drafts.size());
+  const int32_t k = s.spec.next_k(n_running);
+  s.n_draft_next = std::max(0, std::min({k, left - 2, limits_.context_length - n_target + 1}));
+}
+
+void EngineImpl::record_round(Sequence& s, int32_t k, int32_t accepted) {
+  s.spec.record(k, accepted);
+  counters_.n_tokens_drafted_total += static_cast<uint64_t>(k);
+  counters_.n_tokens_accepted_total += static_cast<uint64_t>(accepted);
+  auto& drafted = counters_.drafted_per_position_total;
+  auto& acc = counters_.accepted_per_position_total;
+  if (static_cast<int32_t>(drafted.size()) < k) {
+    drafted.resize(static_cast<size_t>(k), 0);
+    acc.resize(static_cast<size_t>(k), 0);
+  }
+  for (int32_t j = 0; j < k; ++j) {
+    ++drafted[static_cast<size_t>(j)];
+    if (j < accepted) ++acc[static_cast<size_t>(j)];
+  }
+  sched_log().trace("req={} round: {} drafts, {} accepted", s.request.id, k, accepted);
+}
+
+Status EngineImpl::commit_round(Sequence& s, int32_t n_emitted) {
+  if (s.finished) return Status::ok();
+  if (n_emitted < 1) return internal_error("a verify item emitted no token for an unfinished request");
+  VS_RETURN_IF_ERROR(guarded([&] { return runner_->commit(s.slot, n_emitted); }));
+  s.n_computed += n_emitted;
+  return Status::ok();
 }
 
 void EngineImpl::emit_token(Sequence& seq, const RowResult& row) {
@@ -525,6 +667,7 @@ void EngineImpl::release_resources(Sequence& seq) {
   seq.slot = -1;
   seq.admitted = false;
   seq.n_computed = 0;
+  seq.drafts.clear();  // the MTP head drafts anew after the recompute
 }
 
 void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event event) {
@@ -536,12 +679,26 @@ void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event 
   event.n_tokens_prompt = seq.n_prompt;
   event.n_tokens_generated = seq.n_generated();
   event.ttft_us = seq.ttft_us;
+  event.n_tokens_drafted = seq.spec.n_drafted();
+  event.n_tokens_accepted = seq.spec.n_accepted();
+  event.drafted_per_position = seq.spec.drafted_per_position();
+  event.accepted_per_position = seq.spec.accepted_per_position();
+  event.n_steps = counters_.n_steps;
   if (reason != FinishReason::kError && reason != FinishReason::kCancelled) event.prompt_logits = std::move(seq.prompt_logits);
   if (reason == FinishReason::kError) {
     event.error = error.is_ok() ? internal_error("request failed") : std::move(error);
   }
-  engine_log().info("req={} finished: {} prompt={} generated={} ttft_us={}{}", seq.request.id,
-                    finish_reason_name(reason), seq.n_prompt, seq.n_generated(), seq.ttft_us,
+  std::string spec;
+  if (seq.spec.n_rounds() > 0) {
+    spec = " drafted=" + std::to_string(seq.spec.n_drafted()) + " accepted=" + std::to_string(seq.spec.n_accepted());
+    if (seq.spec.flat_near_full()) {
+      named_logger("spec").warn("req={} draft acceptance is flat and near 100% over {} rounds ({} of {}): more likely "
+                                "a corruption (NaN logits, a drafter reading the target) than a real model",
+                                seq.request.id, seq.spec.n_rounds(), seq.spec.n_accepted(), seq.spec.n_drafted());
+    }
+  }
+  engine_log().info("req={} finished: {} prompt={} generated={} ttft_us={}{}{}", seq.request.id,
+                    finish_reason_name(reason), seq.n_prompt, seq.n_generated(), seq.ttft_us, spec,
                     event.error.is_ok() ? "" : " error=" + event.error.to_string());
   {
     // Pools are back in the stats before the client sees its final event.

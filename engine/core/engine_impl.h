@@ -44,6 +44,14 @@ class EngineImpl final : public Engine {
   void apply_cancels(const std::vector<RequestId>& ids);
   // Emits the sampled token (and logprobs) of `row` for seq, and finishes it on a stop token or at its length limit.
   void emit_token(Sequence& seq, const RowResult& row);
+  // The drafts the next step asks the MTP head for (0: none), and the current drafts trimmed to what the context
+  // and max_new_tokens leave room for.
+  void plan_speculation(Sequence& seq, int32_t n_running);
+  // A verify round that drafted k tokens and accepted `accepted` of them: the request's and the engine's counters.
+  void record_round(Sequence& seq, int32_t k, int32_t accepted);
+  // After a verify item that emitted n_emitted tokens: keeps that much of the recurrent state (runner commit) and
+  // advances n_computed (nothing for a request that ended inside the run).
+  Status commit_round(Sequence& seq, int32_t n_emitted);
   // Builds the runner's request for the planned items (steps_, outputs_).
   void build_request(const StepPlan& plan);
   // Frees the sequence's pages and slot, sends its final event (token_ids may carry a last token).
@@ -68,6 +76,8 @@ class EngineImpl final : public Engine {
   ModelInfo model_info_;
   RequestLimits limits_;
   SchedulerLimits sched_limits_;
+  int32_t spec_max_k_ = 0;       // drafts per round at most (0: no speculation)
+  int32_t spec_default_k_ = 0;   // Request::speculative_k when unset
 
   // Shared with submitting threads, guarded by mutex_.
   mutable std::mutex mutex_;

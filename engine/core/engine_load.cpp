@@ -10,6 +10,7 @@ Result<std::unique_ptr<Engine>> Engine::load(const ModelOptions& model, const En
   options.model = model;
   if (options.model.n_slots <= 0) options.model.n_slots = config.max_running;
   options.max_step_tokens = config.max_tokens_per_step;
+  options.max_draft_tokens = config.max_speculative_k;
   VS_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> runner, load_model_runner(options));
   return create(std::move(runner), config);
 }

@@ -64,6 +64,20 @@ Status validate_request(const Request& r, const RequestLimits& limits) {
     }
     if (std::isnan(bias)) return invalid_argument("logit_bias: the bias of token " + std::to_string(id) + " is NaN");
   }
+  if (r.speculative_k) {
+    const int32_t k = *r.speculative_k;
+    if (k < kSpeculativeAuto) {
+      return invalid_argument("speculative_k must be 0 (off), -1 (auto) or 1.." +
+                              std::to_string(limits.max_speculative_k) + ", got " + std::to_string(k));
+    }
+    if (k > 0 && limits.max_speculative_k == 0) {  // auto there is plain decoding
+      return invalid_argument("speculative_k: this engine does not speculate (" + limits.no_speculation_reason + ")");
+    }
+    if (k > limits.max_speculative_k) {
+      return invalid_argument("speculative_k must be at most " + std::to_string(limits.max_speculative_k) +
+                              " (the engine's max_speculative_k), got " + std::to_string(k));
+    }
+  }
   if (r.n_top_logprobs < -1 || r.n_top_logprobs > 20) {
     return invalid_argument("n_top_logprobs must be -1 (off) or in [0, 20], got " + std::to_string(r.n_top_logprobs));
   }

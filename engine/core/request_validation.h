@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "voltserve/request.h"
 #include "voltserve/status.h"
@@ -13,6 +14,8 @@ struct RequestLimits {
   int32_t vocab_size = 0;      // prompt ids must be below it
   int32_t n_vocab_real = 0;    // logit_bias ids must be below it
   int32_t context_length = 0;  // prompt + max_new_tokens must not exceed it
+  int32_t max_speculative_k = 0;  // Request::speculative_k must be within it (0: the engine does not speculate)
+  std::string no_speculation_reason;  // why max_speculative_k is 0, for the message
 };
 
 // kInvalidArgument for malformed requests, kOutOfRange (with both numbers) when prompt + max_new_tokens

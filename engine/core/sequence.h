@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cache/page_table.h"
+#include "core/speculation.h"
 #include "sampling/sampling.h"
 #include "voltserve/grammar.h"
 #include "voltserve/request.h"
@@ -52,6 +53,12 @@ struct Sequence {
   std::vector<uint32_t> token_mask;  // Request::n_prompt_logits rows, filled as the prompt is computed
   std::chrono::steady_clock::time_point submitted_at;
   int64_t ttft_us = 0;
+  // Speculative decoding (core/speculation.h): the MTP head's drafts for the next verify item (after tokens.back()),
+  // that item's tokens while a step is built, and the drafts the step asks the MTP head for.
+  SpecState spec{0, 0};
+  std::vector<int32_t> drafts;
+  std::vector<int32_t> verify_tokens;
+  int32_t n_draft_next = 0;
 };
 
 }  // namespace voltserve

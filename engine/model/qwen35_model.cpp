@@ -48,6 +48,16 @@ Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load_synthetic(const std::file
   return m;
 }
 
+Result<std::unique_ptr<Qwen35Model>> Qwen35Model::load(const ModelConfig& config, WeightProvider& weights,
+                                                       Backend& backend) {
+  std::unique_ptr<Qwen35Model> m(new Qwen35Model());
+  m->config_ = config;
+  m->backend_ = &backend;
+  VS_ASSIGN_OR_RETURN(m->weights_, load_qwen35_weights(weights, m->config_, backend));
+  m->set_params();
+  return m;
+}
+
 void Qwen35Model::set_params() {
   const ModelConfig& c = config_;
   attn_params_.n_heads = static_cast<int32_t>(c.n_heads);
@@ -105,6 +115,7 @@ Status Qwen35Model::configure(const ModelStepLimits& limits) {
   sl.n_vocab_real = limits_.n_vocab_real > 0 ? limits_.n_vocab_real : static_cast<int32_t>(c.vocab_size);
   sl.hidden_size = static_cast<int32_t>(c.hidden_size);
   sl.n_slots = limits_.n_slots;
+  sl.scratch_bytes = limits_.scratch_bytes;
   VS_RETURN_IF_ERROR(be.configure(sl));
   configured_ = true;
   return Status::ok();
@@ -211,6 +222,11 @@ void Qwen35Model::gdn_mixer(const Qwen35Layer& layer, size_t index, const Activa
 Status Qwen35Model::forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
                             const std::function<void()>& before_sampling) const {
   if (!configured_) return internal_error("Qwen35Model::forward before configure");
+  return run_step(*backend_, [&] { return forward_once(batch, cache, result, before_sampling); });
+}
+
+Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
+                                 const std::function<void()>& before_sampling) const {
   Backend& be = *backend_;
   VS_RETURN_IF_ERROR(be.begin_step(batch));
   const float eps = static_cast<float>(config_.rms_norm_eps);

@@ -39,6 +39,7 @@ struct ModelStepLimits {
                                 // 0: min(max_tokens, 64)
   int32_t n_slots = 1;
   int32_t n_vocab_real = 0;
+  int64_t scratch_bytes = 0;    // kernel scratch the backend reserves now (StepLimits::scratch_bytes)
 };
 
 class Qwen35Model {
@@ -49,9 +50,21 @@ class Qwen35Model {
   // layer's format) with seeded synthetic weights (benchmarks; see model/weight_provider.h).
   static Result<std::unique_ptr<Qwen35Model>> load_synthetic(const std::filesystem::path& config_file, uint64_t seed,
                                                              Backend& backend);
+  // The weights of `config` from `weights` (model/model_source.h opens a folder or a synthetic config once, so that
+  // the memory plan and the load read the same source).
+  static Result<std::unique_ptr<Qwen35Model>> load(const ModelConfig& config, WeightProvider& weights,
+                                                   Backend& backend);
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return *backend_; }
+  // What the MTP head shares with the model: the embedding, the lm_head, and, after forward(), the final-normed
+  // hidden states of the step's rows ([n_tokens, hidden], activation dtype; valid until the next forward()).
+  const PreparedLinear& embedding() const { return *weights_.embed; }
+  const PreparedLinear& output() const { return weights_.output(); }
+  Tensor final_hidden(int64_t n_tokens) const { return workspace_.normed.first_rows(n_tokens); }
+  // The same rows before the final norm (fp32 on every backend: the MTP head's input, normed there in fp32).
+  Tensor final_residual(int64_t n_tokens) const { return workspace_.residual.first_rows(n_tokens); }
+  const Tensor& final_norm() const { return weights_.final_norm; }
 
   // Allocates the workspace and the backend's step buffers for steps within `limits` (once).
   Status configure(const ModelStepLimits& limits);
@@ -88,6 +101,8 @@ class Qwen35Model {
     Tensor logits;     // [logits_rows, vocab] fp32
   };
   Activations activations(int64_t n_tokens, int64_t n_outputs) const;
+  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
+                      const std::function<void()>& before_sampling) const;
   void attention_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
   void gdn_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
 

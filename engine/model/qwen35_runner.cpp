@@ -1,19 +1,23 @@
 // Qwen35Runner: step validation and the StepRequest -> StepBatch layout; the math is in Qwen35Model.
 #include "model/qwen35_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <optional>
 #include <set>
 
+#include <spdlog/spdlog.h>
+
 #include "backend/backend_factory.h"
+#include "common/named_logger.h"
+#include "model/checkpoint.h"
+#include "model/weight_provider.h"
+#include "model/model_source.h"
+#include "model/quantized_head.h"
+#include "plan/memory_plan.h"
 
 namespace voltserve {
-
-namespace {
-
-// logit_bias entries one request may carry (OpenAI documents up to 300).
-constexpr int32_t kMaxBiasPerRow = 1024;
-
-}  // namespace
 
 Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& options) {
   const ModelOptions& mo = options.model;
@@ -23,38 +27,59 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   if (options.max_step_tokens < 1 || options.max_verify_tokens < 0 || options.logits_rows < 0) {
     return invalid_argument("runner options: max_step_tokens must be >= 1, max_verify_tokens and logits_rows >= 0");
   }
+  VS_ASSIGN_OR_RETURN(HeadQuant head, parse_head_quant(mo.lm_head));
   std::unique_ptr<Qwen35Runner> r(new Qwen35Runner());
   BackendOptions bo;
   bo.n_threads = mo.n_threads;
   bo.gdn_mode = options.gdn_mode;
   bo.kernel_family = mo.kernel_family;
   bo.op_timing = mo.op_timing;
+  bo.cuda_graphs = mo.cuda_graphs;
+  bo.accept_rule = options.accept_rule;
   VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
-  if (!mo.synthetic_config.empty()) {
-    VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load_synthetic(mo.synthetic_config, mo.synthetic_seed, *r->backend_));
-  } else {
-    VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(mo.model_dir, *r->backend_));
-  }
-  const ModelConfig& c = r->model_->config();
+  VS_ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> source, open_model_source(mo));
+  const ModelConfig& c = source->config;
+  plan::PlanInputs in =
+      plan::plan_inputs(mo, c, options.max_step_tokens, options.max_verify_tokens, options.logits_rows);
 
-  int64_t context = mo.max_context > 0 ? mo.max_context : std::min<int64_t>(8192, c.max_position_embeddings);
-  if (context <= 0) context = 8192;
+  // On a device: the memory plan from its free memory, before any weight is loaded; refuse what does not fit.
+  std::optional<MemoryPlan> plan;
+  int64_t allocated_before = 0;
+  if (const std::optional<DeviceMemoryInfo> device = r->backend_->device_memory()) {
+    in.family = device->weight_layout == "sm70" ? kernels::KernelFamily::kSm70 : kernels::KernelFamily::kSm80;
+    in.device_bytes = device->free_bytes;
+    allocated_before = device->allocated_bytes;
+    in.device = device->device + ", " + format_bytes(device->free_bytes) + " free of " +
+                format_bytes(device->total_bytes) + " (voltserve plan --free-memory " +
+                std::to_string(device->free_bytes) + " prints this plan)";
+    VS_ASSIGN_OR_RETURN(MemoryPlan p, plan::plan_with_advice(*source, in));
+    for (const std::string& line : p.lines()) named_logger("engine").info("{}", line);
+    if (!p.fits) return resource_exhausted(plan::does_not_fit_message(p));
+    plan = std::move(p);
+  }
+
+  std::unique_ptr<QuantizedHeadWeights> quantized_head;
+  WeightProvider* weights = source->weights.get();
+  if (!head.keep) {
+    quantized_head = std::make_unique<QuantizedHeadWeights>(*source->weights, c, head.format, /*shape_only=*/false);
+    weights = quantized_head.get();
+  }
+  VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(c, *weights, *r->backend_));
+
+  const int64_t context = in.context;
   const int32_t pages_per_seq = static_cast<int32_t>((context + mo.page_size - 1) / mo.page_size);
   r->geometry_.page_size = mo.page_size;
   r->geometry_.n_slots = mo.n_slots;
-  r->geometry_.n_pages = mo.n_pages > 0 ? mo.n_pages : pages_per_seq * mo.n_slots;
+  r->geometry_.n_pages = mo.n_pages > 0 ? mo.n_pages : plan ? plan->n_pages : pages_per_seq * mo.n_slots;
   r->geometry_.max_verify_tokens = options.max_verify_tokens;
   r->capacity_.max_tokens = options.max_step_tokens;
+  VS_RETURN_IF_ERROR(r->load_drafter(options));
   VS_ASSIGN_OR_RETURN(r->cache_, r->model_->alloc_cache(r->geometry_.page_size, r->geometry_.n_pages,
-                                                        r->geometry_.n_slots, options.max_verify_tokens));
+                                                        r->geometry_.n_slots, r->geometry_.max_verify_tokens));
 
-  const std::filesystem::path named = mo.synthetic_config.empty() ? std::filesystem::path(mo.model_dir)
-                                                                   : std::filesystem::path(mo.synthetic_config).stem();
-  r->info_.name = named.lexically_normal().filename().string();
-  if (r->info_.name.empty()) r->info_.name = named.parent_path().filename().string();
+  r->info_.name = source->name;
   r->info_.vocab_size = static_cast<int32_t>(c.vocab_size);
-  r->info_.n_vocab_real = static_cast<int32_t>(c.vocab_size);
-  if (mo.n_vocab_real > 0 && mo.n_vocab_real < r->info_.n_vocab_real) r->info_.n_vocab_real = mo.n_vocab_real;
+  r->info_.n_vocab_real = in.n_vocab_real;
   r->info_.context_length = static_cast<int32_t>(context);
   r->info_.hidden_size = static_cast<int32_t>(c.hidden_size);
   r->info_.eos_token_ids = c.eos_token_ids;
@@ -68,17 +93,58 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
       (c.linear_n_value_heads * c.linear_key_head_dim * c.linear_value_head_dim +
        c.linear_conv_dim() * (c.linear_conv_kernel_dim - 1));
 
-  ModelStepLimits limits;
-  limits.max_tokens = options.max_step_tokens;
-  limits.max_seqs = mo.n_slots;
-  limits.max_page_refs = std::min<int32_t>(pages_per_seq, r->geometry_.n_pages) * mo.n_slots;
-  limits.max_bias = kMaxBiasPerRow * mo.n_slots;
-  limits.logits_rows = options.logits_rows;
-  limits.n_slots = mo.n_slots;
-  limits.n_vocab_real = r->info_.n_vocab_real;
+  ModelStepLimits limits = plan::step_limits(c, in, r->geometry_.n_pages);
+  if (plan) limits.scratch_bytes = plan->scratch_bytes;
   VS_RETURN_IF_ERROR(r->model_->configure(limits));
   r->verify_tokens_.assign(static_cast<size_t>(mo.n_slots), 0);
+  r->plan_ = plan;
+  if (plan) {
+    // What the backend allocated against what the plan counted for it (equal unless backend/cuda_layout.cpp is out
+    // of date); the estimates and the margin are held back on top.
+    if (const std::optional<DeviceMemoryInfo> device = r->backend_->device_memory()) {
+      const int64_t allocated = device->allocated_bytes - allocated_before;
+      named_logger("engine").info("memory: the backend allocated {} ({} bytes), the plan counted {} ({} bytes){}; "
+                                  "{} free on the device", format_bytes(allocated), allocated,
+                                  format_bytes(plan->allocated_bytes), plan->allocated_bytes,
+                                  allocated == plan->allocated_bytes ? ", exactly" : "",
+                                  format_bytes(device->free_bytes));
+    }
+  }
   return r;
+}
+
+Status Qwen35Runner::load_drafter(const RunnerOptions& options) {
+  if (options.max_draft_tokens <= 0) return Status::ok();
+  const ModelOptions& mo = options.model;
+  const ModelConfig& c = model_->config();
+  auto off = [&](const std::string& why) {
+    named_logger("engine").info("speculative decoding off: {}", why);
+    return Status::ok();
+  };
+  if (!backend_->accepts_drafts()) {
+    return off("the " + backend_->name() + " backend does not verify drafts yet (the CPU backend does)");
+  }
+  if (c.mtp_num_hidden_layers < 1) return off("the model has no MTP head (config.json mtp_num_hidden_layers is 0)");
+  std::unique_ptr<MtpHead> head;
+  if (!mo.synthetic_config.empty()) {
+    SyntheticWeights source(c, mo.synthetic_seed + 1, mo.synthetic_config);
+    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
+                                                model_->final_norm()));
+  } else {
+    VS_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(mo.model_dir));
+    if (!checkpoint_has_mtp(checkpoint)) return off("the checkpoint has no mtp.* tensors");
+    CheckpointWeights source(checkpoint, c);
+    VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
+                                                model_->final_norm()));
+  }
+  VS_RETURN_IF_ERROR(head->configure(options.max_step_tokens, mo.n_slots));
+  VS_ASSIGN_OR_RETURN(KvCacheLayer kv, head->alloc_cache(geometry_.page_size, geometry_.n_pages));
+  drafter_ = std::make_unique<MtpDrafter>(std::move(head), std::move(kv), geometry_.page_size);
+  geometry_.max_draft_tokens = options.max_draft_tokens;
+  geometry_.max_verify_tokens = std::max(geometry_.max_verify_tokens, options.max_draft_tokens + 1);
+  named_logger("engine").info("speculative decoding: MTP head loaded, up to {} drafts per round",
+                              options.max_draft_tokens);
+  return Status::ok();
 }
 
 Status Qwen35Runner::reset_slot(int32_t slot) {
@@ -118,15 +184,31 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
       return out_of_range(where + "positions up to " + std::to_string(end) + " exceed the context length " +
                           std::to_string(info_.context_length));
     }
+    if ((s.mtp || s.n_draft != 0) && !drafter_) {
+      return invalid_argument(where + "asks for the MTP head, but the runner has none (max_draft_tokens 0)");
+    }
+    if (s.n_draft < 0 || s.n_draft > geometry_.max_draft_tokens || (s.n_draft > 0 && !s.mtp)) {
+      return invalid_argument(where + "n_draft " + std::to_string(s.n_draft) + " outside [0, " +
+                              std::to_string(geometry_.max_draft_tokens) + "] (or without mtp)");
+    }
+    if (s.next_token >= info_.vocab_size) {
+      return invalid_argument(where + "next_token " + std::to_string(s.next_token) + " is outside the vocabulary");
+    }
     if (s.verify && static_cast<int32_t>(s.tokens.size()) > geometry_.max_verify_tokens) {
       return invalid_argument(where + "a verify item of " + std::to_string(s.tokens.size()) +
                               " tokens; the runner keeps checkpoints for " +
                               std::to_string(geometry_.max_verify_tokens));
     }
-    const int64_t pages_needed = (end + geometry_.page_size - 1) / geometry_.page_size;
+    // The draft chain writes MTP KV past the computed tokens: positions up to end + n_draft - 2.
+    const int64_t written = end + std::max(0, s.n_draft - 1);
+    if (written > info_.context_length) {
+      return out_of_range(where + "drafts up to position " + std::to_string(written - 1) +
+                          " exceed the context length " + std::to_string(info_.context_length));
+    }
+    const int64_t pages_needed = (written + geometry_.page_size - 1) / geometry_.page_size;
     if (static_cast<int64_t>(s.page_table.size()) < pages_needed) {
       return invalid_argument(where + "page_table has " + std::to_string(s.page_table.size()) +
-                              " pages, positions [0, " + std::to_string(end) + ") need " +
+                              " pages, positions [0, " + std::to_string(written) + ") need " +
                               std::to_string(pages_needed));
     }
     kernels::SeqDesc d;
@@ -154,6 +236,31 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
     b.seqs.push_back(d);
     b.tokens.insert(b.tokens.end(), s.tokens.begin(), s.tokens.end());
   }
+  // Verify items whose rows ask for acceptance: every token a kOutAccept sample row, in order, consecutive.
+  for (size_t i = 0; i < request.outputs.size();) {
+    const RowRequest& o = request.outputs[i];
+    if (!(o.flags & kOutAccept)) {
+      ++i;
+      continue;
+    }
+    const std::string where = "output " + std::to_string(i) + ": ";
+    if (!backend_->accepts_drafts()) return invalid_argument(where + "the backend does not verify drafts");
+    if (o.seq < 0 || o.seq >= static_cast<int32_t>(b.seqs.size()) || !request.seqs[static_cast<size_t>(o.seq)].verify) {
+      return invalid_argument(where + "kOutAccept on a sequence that is not a verify item");
+    }
+    kernels::SeqDesc& d = b.seqs[static_cast<size_t>(o.seq)];
+    for (int32_t t = 0; t < d.n_tokens; ++t) {
+      const size_t at = i + static_cast<size_t>(t);
+      if (at >= request.outputs.size() || request.outputs[at].seq != o.seq ||
+          request.outputs[at].token_index != t ||
+          (request.outputs[at].flags & (kOutAccept | kOutSample)) != (kOutAccept | kOutSample)) {
+        return invalid_argument(where + "a verify item's accept rows must be kOutSample | kOutAccept rows for its " +
+                                std::to_string(d.n_tokens) + " tokens, in order");
+      }
+    }
+    d.n_draft = d.n_tokens - 1;
+    i += static_cast<size_t>(d.n_tokens);
+  }
   const std::pair<int32_t, float>* last_bias = nullptr;
   int32_t last_offset = 0, last_count = 0;
   for (size_t i = 0; i < request.outputs.size(); ++i) {
@@ -167,14 +274,14 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
       return out_of_range(where + "token " + std::to_string(o.token_index) + " outside the sequence's " +
                           std::to_string(d.n_tokens) + " tokens");
     }
-    if ((o.flags & ~uint32_t{kOutSample | kOutLogprobs | kOutLogits | kOutHidden}) != 0 || o.flags == 0) {
+    if ((o.flags & ~uint32_t{kOutSample | kOutLogprobs | kOutLogits | kOutHidden | kOutAccept}) != 0 || o.flags == 0) {
       return invalid_argument(where + "bad output flags " + std::to_string(o.flags));
     }
     if (o.sampling.n_top_logprobs < 0 || o.sampling.n_top_logprobs > kernels::sampling::kMaxTopLogprobs) {
       return invalid_argument(where + "n_top_logprobs must be in [0, 20]");
     }
-    if (static_cast<int32_t>(o.logit_bias.size()) > kMaxBiasPerRow) {
-      return invalid_argument(where + "more than " + std::to_string(kMaxBiasPerRow) + " logit_bias entries");
+    if (static_cast<int32_t>(o.logit_bias.size()) > plan::kMaxBiasPerRow) {
+      return invalid_argument(where + "more than " + std::to_string(plan::kMaxBiasPerRow) + " logit_bias entries");
     }
     OutputRow row;
     row.row = d.row0 + o.token_index;
@@ -224,6 +331,14 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
     }
   };
   VS_RETURN_IF_ERROR(model_->forward(batch_, cache_, result, before_sampling));
+  if (drafter_) {
+    for (const SeqStep& s : request.seqs) {
+      if (s.mtp) {
+        VS_RETURN_IF_ERROR(drafter_->run(request, batch_, *model_, result));
+        break;
+      }
+    }
+  }
   for (const kernels::SeqDesc& d : batch_.seqs) verify_tokens_[static_cast<size_t>(d.slot)] = d.ckpt >= 0 ? d.n_tokens : 0;
   return Status::ok();
 }

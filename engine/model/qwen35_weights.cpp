@@ -54,7 +54,7 @@ Result<Qwen35Weights> load_qwen35_weights(WeightProvider& source, const ModelCon
   const int64_t H = config.hidden_size;
   Qwen35Weights w;
   VS_ASSIGN_OR_RETURN(w.embed, ld.linear({{prefix + "embed_tokens", config.vocab_size}}, H));
-  if (!config.tie_word_embeddings) {
+  if (!config.tie_word_embeddings || source.own_lm_head()) {
     if (!source.has_lm_head()) {
       return not_found(source.describe() + ": tie_word_embeddings is false but the checkpoint has no " +
                        std::string(kLmHeadModule) + ".weight");

@@ -27,6 +27,9 @@ class WeightProvider {
   virtual Result<std::vector<float>> values(const std::string& name, const std::vector<int64_t>& shape) = 0;
   // Whether a separate lm_head exists (tie_word_embeddings false).
   virtual bool has_lm_head() const = 0;
+  // Whether the output head is loaded as a weight of its own (module lm_head) even where the embeddings are tied:
+  // a head quantized at load (model/quantized_head.h).
+  virtual bool own_lm_head() const { return false; }
   // For messages: "/models/Qwen3.5-27B" or "synthetic weights of config/models/...".
   virtual std::string describe() const = 0;
 };

@@ -2,8 +2,10 @@
 // scheduler planned against paged KV memory and recurrent-state slots, and return, for any set of rows, what each
 // asks for — a sampled id (sampled by the runner's backend, on the device where there is one), logprobs, the full
 // logits, the final-normed hidden state. A verify item (speculative decoding) keeps the recurrent state after each
-// of its tokens so that commit() can keep fewer of them than were computed. Implemented by the Qwen3.5 runner over
-// a Backend (model/qwen35_runner.h) and by a fake in the scheduler tests (tests/support/fake_runner.h).
+// of its tokens so that commit() can keep fewer of them than were computed; with kOutAccept rows the runner also
+// decides which of its drafts are accepted, and a speculating sequence's MTP head drafts the next round's tokens
+// (SeqStep::mtp, n_draft; RowResult::drafts). Implemented by the Qwen3.5 runner over a Backend
+// (model/qwen35_runner.h) and by a fake in the scheduler tests (tests/support/fake_runner.h).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@ struct CacheGeometry {
   int32_t n_pages = 0;     // KV pages for the full-attention layers (shared by all sequences)
   int32_t n_slots = 0;     // recurrent-state slots (conv + delta-rule state), one per live sequence
   int32_t max_verify_tokens = 0;  // tokens a verify item may hold (0: no speculative verification)
+  int32_t max_draft_tokens = 0;   // drafts the MTP head may propose per round (0: no MTP head, no speculation)
 };
 
 // The runner's limits on one step (StepRequest); the engine plans within them.
@@ -40,6 +43,14 @@ struct SeqStep {
   std::span<const int32_t> tokens;
   int32_t n_prompt = 0;                 // the sequence's prompt length (later positions are generated tokens)
   bool verify = false;                  // keep the state after each token for commit(); <= max_verify_tokens
+  // Speculative decoding (CacheGeometry::max_draft_tokens > 0). mtp: run the MTP head over this step's tokens too
+  // (its KV cache must cover every position of a speculating sequence); the pair of the step's last token needs
+  // the token after it: next_token when the step is a prompt chunk that is not the last (-1: the token this step
+  // emits). n_draft: after the emitted token(s), draft this many with the MTP head (<= max_draft_tokens; the
+  // drafts' KV positions, up to n_past + tokens.size() + n_draft - 2, must be in the page table and the context).
+  bool mtp = false;
+  int32_t next_token = -1;
+  int32_t n_draft = 0;
 };
 
 // One output row: token `token_index` of step `seq`.
@@ -73,7 +84,9 @@ class ModelRunner {
   // Zeroes a slot's recurrent state and sampling penalty state (a new sequence).
   virtual Status reset_slot(int32_t slot) = 0;
   // Runs one step. result.rows[i] answers request.outputs[i]; result.logits and result.hidden hold the rows that
-  // asked for them, in output order.
+  // asked for them, in output order. A verify item whose rows all ask kOutAccept gets, per row, the token emitted
+  // there (its drafts while accepted, then the correction or bonus token; later rows kRowNotReached); the last
+  // emitted row of a sequence with n_draft > 0 carries the next round's drafts.
   virtual Status step(const StepRequest& request, StepResult& result) = 0;
   // After a step with a verify item in `slot`: keep the state after its first n_keep tokens (1 <= n_keep <= its
   // token count). The attention KV of the dropped positions is simply overwritten later; the caller sets the

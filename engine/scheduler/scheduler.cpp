@@ -48,9 +48,18 @@ class Planner {
  private:
   int32_t remaining(int32_t i) const { return seqs_[i].n_target - seqs_[i].n_computed; }
   bool live_admitted(int32_t i) const { return seqs_[i].admitted && !preempted_[i]; }
+  bool is_decode(int32_t i) const { return remaining(i) == 1 + std::max(0, seqs_[i].n_draft); }
+  // Positions a step of n_tokens writes: its tokens, and the draft chain's lookahead when it samples.
+  int32_t written(int32_t i, int32_t n_tokens) const {
+    const bool samples = seqs_[i].n_computed + n_tokens == seqs_[i].n_target || is_decode(i);
+    return seqs_[i].n_computed + n_tokens + (samples ? std::max(0, seqs_[i].n_lookahead) : 0);
+  }
   int32_t pages_needed(int32_t i, int32_t n_tokens) const {
-    return std::max(0, pages_for_tokens(seqs_[i].n_computed + n_tokens, limits_.page_size) -
-                           seqs_[i].n_pages_held);
+    return std::max(0, pages_for_tokens(written(i, n_tokens), limits_.page_size) - seqs_[i].n_pages_held);
+  }
+  // Pages a sequence needs in all to reach its target (and its lookahead).
+  int32_t pages_to_target(int32_t i) const {
+    return pages_for_tokens(seqs_[i].n_target + std::max(0, seqs_[i].n_lookahead), limits_.page_size);
   }
 
   void add_item(int32_t i, int32_t n_tokens, int32_t n_new_pages, bool admit) {
@@ -58,7 +67,8 @@ class Planner {
     budget_ -= n_tokens;
     new_pages_[i] = n_new_pages;
     item_of_[i] = static_cast<int32_t>(plan_.items.size());
-    plan_.items.push_back({i, n_tokens, n_new_pages, admit, seqs_[i].n_computed + n_tokens == seqs_[i].n_target});
+    const bool logits = seqs_[i].n_computed + n_tokens == seqs_[i].n_target || (seqs_[i].admitted && is_decode(i));
+    plan_.items.push_back({i, n_tokens, n_new_pages, admit, logits});
   }
 
   // Preempts the newest admitted sequences that are newer than `requester` until `need` pages are free.
@@ -98,25 +108,30 @@ class Planner {
 
   void schedule_decodes() {
     for (int32_t i : order_) {
-      if (!live_admitted(i) || remaining(i) != 1) continue;
+      if (!live_admitted(i) || !is_decode(i)) continue;
       if (budget_ < 1) break;
-      const int32_t need = pages_needed(i, 1);
+      // A verify item whole, or with its trailing drafts dropped to fit what is left of the budget.
+      const int32_t n = std::min(remaining(i), budget_);
+      const int32_t need = pages_needed(i, n);
       if (need > free_pages_ && !make_room(i, need)) continue;
-      add_item(i, 1, need, false);
+      add_item(i, n, need, false);
     }
   }
 
   void schedule_admitted_prefills() {
     for (int32_t i : order_) {
-      if (!live_admitted(i) || remaining(i) < 2 || item_of_[i] >= 0) continue;
+      if (!live_admitted(i) || is_decode(i) || item_of_[i] >= 0) continue;
       int32_t chunk = std::min({remaining(i), limits_.prefill_chunk, budget_});
       if (chunk <= 0) break;
       int32_t need = pages_needed(i, chunk);
       if (need > free_pages_) {
-        // Prefer a smaller chunk that fits over preempting anyone; preempt only when no progress is possible.
+        // Prefer a smaller chunk that fits over preempting anyone; preempt only when no progress is possible. A
+        // smaller chunk that still reaches the target but not its draft lookahead stops one token short.
         const int32_t fit = (seqs_[i].n_pages_held + free_pages_) * limits_.page_size - seqs_[i].n_computed;
-        if (fit > 0) {
-          chunk = std::min(chunk, fit);
+        int32_t smaller = std::min(chunk, fit);
+        if (smaller > 0 && pages_needed(i, smaller) > free_pages_) smaller = std::min(smaller, remaining(i) - 1);
+        if (smaller > 0 && pages_needed(i, smaller) <= free_pages_) {
+          chunk = smaller;
           need = pages_needed(i, chunk);
         } else if (!make_room(i, need)) {
           continue;
@@ -131,17 +146,16 @@ class Planner {
     int32_t reserved = 0;
     for (size_t i = 0; i < seqs_.size(); ++i) {
       if (!live_admitted(static_cast<int32_t>(i))) continue;
-      reserved += std::max(0, pages_for_tokens(seqs_[i].n_target, limits_.page_size) - seqs_[i].n_pages_held -
-                                  new_pages_[i]);
+      reserved += std::max(0, pages_to_target(static_cast<int32_t>(i)) - seqs_[i].n_pages_held - new_pages_[i]);
     }
     for (int32_t i : order_) {
       if (seqs_[i].admitted) continue;
       if (n_admitted_ >= limits_.max_running || free_slots_ <= 0) break;
       const int32_t chunk = std::min({seqs_[i].n_target, limits_.prefill_chunk, budget_});
       if (chunk <= 0) break;
-      const int32_t whole = pages_for_tokens(seqs_[i].n_target, limits_.page_size);
+      const int32_t whole = pages_to_target(i);
       if (whole > free_pages_ - reserved) break;  // FCFS: nobody overtakes the oldest waiting sequence
-      const int32_t need = pages_for_tokens(chunk, limits_.page_size);
+      const int32_t need = pages_needed(i, chunk);
       reserved += whole - need;
       free_slots_ -= 1;
       n_admitted_ += 1;

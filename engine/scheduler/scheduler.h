@@ -15,7 +15,14 @@ struct SchedSeq {
   bool admitted = false;    // holds a state slot (and possibly pages); false = waiting
   int32_t n_computed = 0;   // tokens already in the cache (0 when waiting)
   int32_t n_target = 0;     // tokens known: prompt + generated (the last generated token is not computed yet)
+                            // + the drafts of a pending verify item
   int32_t n_pages_held = 0;
+  // Speculative decoding. n_draft: the last n_draft tokens of n_target are drafts: with the last generated token
+  // they form one verify item, scheduled whole (never split by the prefill chunk or the budget; when the budget
+  // left cannot hold it, its trailing drafts are dropped, never computed later). n_lookahead: positions past the
+  // item that the step writes (the MTP draft chain's KV) when it reaches n_target: counted in its pages.
+  int32_t n_draft = 0;
+  int32_t n_lookahead = 0;
 };
 
 struct SchedulerLimits {
@@ -29,9 +36,9 @@ struct SchedulerLimits {
 struct StepItem {
   int32_t seq = -1;
   int32_t n_tokens = 0;      // compute positions [n_computed, n_computed + n_tokens)
-  int32_t n_new_pages = 0;   // pages to add to its table first
+  int32_t n_new_pages = 0;   // pages to add to its table first (covering the lookahead when there is one)
   bool admit = false;        // a waiting sequence: take a state slot and reset it first
-  bool need_logits = false;  // n_computed + n_tokens == n_target: sample the next token after this step
+  bool need_logits = false;  // the step reaches n_target (or is a verify item): sample after this step
 };
 
 struct StepPlan {
@@ -44,7 +51,8 @@ struct StepPlan {
 
 // Policy, in order:
 //  1. Decodes: every admitted sequence with exactly one token left gets it (oldest first), so a long prompt
-//     never stalls running streams.
+//     never stalls running streams; a pending verify item (1 + n_draft tokens) is a decode of that many tokens,
+//     whole, or with fewer drafts when the budget left is smaller (at least its one token).
 //  2. Prefill: admitted sequences still prefilling (oldest first), then waiting ones in strict FCFS order,
 //     each min(remaining, prefill_chunk, budget left) tokens. A waiting sequence is admitted only if a slot is
 //     free, fewer than max_running are admitted, and the free pages cover its whole target (so a fresh

@@ -17,7 +17,9 @@ struct SeqDesc {
   // >= 0: a verify item. The GDN kernels also write the state after each of this step's tokens into checkpoint
   // set `ckpt` (gdn.h); the main state still advances over all n_tokens. -1: no checkpoints.
   int32_t ckpt = -1;
-  int32_t reserved = 0;
+  // Speculative decoding: the last n_draft tokens are drafts under verification. They are not counted into the
+  // sampling penalty state when the step begins; the acceptance (sampling/accept.h) counts the accepted ones.
+  int32_t n_draft = 0;
 };
 static_assert(sizeof(SeqDesc) == 32, "SeqDesc is uploaded as raw bytes");
 

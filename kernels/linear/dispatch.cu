@@ -43,12 +43,6 @@ KernelFamily preferred_family(int compute_capability) {
   return compute_capability >= 80 ? KernelFamily::kSm80 : KernelFamily::kSm70;
 }
 
-size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m) {
-  if (m <= kMaxDecodeRows || w.format == WeightFormat::kDense) return 0;
-  const int64_t rows = std::min<int64_t>(w.n, 16384);  // chunk of rows dequantized at a time
-  return static_cast<size_t>(rows * w.k * 2);
-}
-
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
   if (KernelStatus s = check(w, a); !s.ok()) return s;
   const int path = a.force_path != 0 ? a.force_path : (a.m <= kMaxDecodeRows ? 1 : 2);

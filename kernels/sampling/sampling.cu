@@ -49,20 +49,10 @@ static_assert(kSliceSize % 32 == 0 && kMaxVocab % kChunk == 0, "whole bitmap wor
 using ull = unsigned long long;
 static_assert(sizeof(ull) == sizeof(uint64_t), "64-bit atomics on uint64_t storage");
 
-// ---- Workspace: per row and slice a SliceStat, kCandidates processed and kMaxTopLogprobs raw composite keys.
-struct Layout {
-  size_t stats = 0, cand = 0, raw_cand = 0, total = 0;
-};
-size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
-Layout layout(int32_t n_rows, int32_t n_vocab) {
-  const size_t slices = static_cast<size_t>(n_rows) * static_cast<size_t>(slice_count(n_vocab));
-  Layout l;
-  l.stats = 0;
-  l.cand = align_up(slices * sizeof(SliceStat));
-  l.raw_cand = l.cand + align_up(slices * kCandidates * sizeof(uint64_t));
-  l.total = l.raw_cand + align_up(slices * kMaxTopLogprobs * sizeof(uint64_t));
-  return l;
-}
+// ---- Workspace: per row and slice a SliceStat, kCandidates processed and kMaxTopLogprobs raw composite keys
+// (the layout is in sampling_math.h so that host code without CUDA can size it).
+using Layout = WorkspaceLayout;
+Layout layout(int32_t n_rows, int32_t n_vocab) { return workspace_layout(n_rows, n_vocab); }
 
 struct Params {
   const float* logits;
@@ -945,7 +935,8 @@ __global__ void update_penalties_kernel(const PenaltyState s, const int32_t* tok
                                         int32_t n_rows) {
   const SeqDesc q = seqs[blockIdx.x];
   if (q.slot < 0 || q.slot >= s.n_slots || q.n_tokens <= 0) return;
-  for (int32_t t = threadIdx.x; t < q.n_tokens; t += blockDim.x) {
+  const int32_t n_counted = q.n_tokens - (q.n_draft > 0 ? q.n_draft : 0);  // drafts: counted when accepted
+  for (int32_t t = threadIdx.x; t < n_counted; t += blockDim.x) {
     const int32_t at = q.row0 + t;
     if (at < 0 || at >= n_rows) continue;
     const int32_t id = tokens[at];
@@ -959,11 +950,6 @@ __global__ void update_penalties_kernel(const PenaltyState s, const int32_t* tok
 }
 
 }  // namespace
-
-size_t workspace_bytes(int32_t n_rows, int32_t n_vocab_real) {
-  if (n_rows <= 0 || n_vocab_real <= 0) return 0;
-  return layout(n_rows, n_vocab_real).total;
-}
 
 KernelStatus sample(const DeviceArgs& a) {
   if (a.n_rows < 0 || a.n_rows > 65535) return VS_KERNEL_FAIL(kBadShape, "sample: n_rows must be in [0, 65535]");

@@ -211,6 +211,22 @@ struct SliceStat {
   double raw_sum;     // sum of exp(raw - raw_max) (finite raw_max only)
 };
 
+// The device form's workspace: per row and slice a SliceStat, then kCandidates processed and kMaxTopLogprobs raw
+// composite keys, each array 256-byte aligned. Host arithmetic only (the memory plan sizes it without a GPU).
+struct WorkspaceLayout {
+  size_t stats = 0, cand = 0, raw_cand = 0, total = 0;
+};
+inline WorkspaceLayout workspace_layout(int32_t n_rows, int32_t n_vocab) {
+  auto align_up = [](size_t x) { return (x + 255) / 256 * 256; };
+  const size_t slices = static_cast<size_t>(n_rows) * static_cast<size_t>(slice_count(n_vocab));
+  WorkspaceLayout l;
+  l.stats = 0;
+  l.cand = align_up(slices * sizeof(SliceStat));
+  l.raw_cand = l.cand + align_up(slices * kCandidates * sizeof(uint64_t));
+  l.total = l.raw_cand + align_up(slices * kMaxTopLogprobs * sizeof(uint64_t));
+  return l;
+}
+
 // What the scan kernel computes for a row.
 struct RowNeeds {
   bool sample = false;     // the row is sampled at all

@@ -233,7 +233,7 @@ void update_penalties_ref(const PenaltyState& s, const int32_t* tokens, const Se
   for (int32_t i = 0; i < n_seqs; ++i) {
     const SeqDesc& q = seqs[i];
     if (q.slot < 0 || q.slot >= s.n_slots) continue;
-    for (int32_t t = 0; t < q.n_tokens; ++t) {
+    for (int32_t t = 0; t < q.n_tokens - std::max(q.n_draft, 0); ++t) {
       const int32_t id = tokens[q.row0 + t];
       if (id < 0 || id >= s.vocab) continue;
       if (q.n_past + t < q.n_prompt) {

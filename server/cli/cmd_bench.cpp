@@ -2,12 +2,16 @@
 // one). `voltserve bench decode|prefill` measure the whole engine end to end on a model folder or on synthetic
 // weights of a config's real shapes (--config config/models/NAME.json): batch-1 and batched decode ms/token and
 // tokens/s at a context length, with the bytes a decode step streams and the fraction of the device's measured
-// read ceiling; prefill tokens/s at a prompt length; --op-timing logs the per-op breakdown of the steps.
+// read ceiling; prefill tokens/s at a prompt length; --op-timing logs the per-op breakdown of the steps. decode
+// --speculative-k K times speculative rounds (K MTP drafts + the verify step of K + 1 tokens) and the tokens/s
+// they give at a per-position acceptance (random weights accept nothing, so each round emits one token).
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -33,6 +37,7 @@ struct EngineBenchArgs {
   std::string config;
   std::string backend = "auto";
   std::string kernel_family = "auto";
+  std::string lm_head = "keep";
   int32_t context = 1024;    // decode: tokens in the cache when decoding starts
   int32_t prompt = 2048;     // prefill: prompt length
   int32_t tokens = 64;       // decode: tokens generated per sequence
@@ -41,7 +46,9 @@ struct EngineBenchArgs {
   int32_t threads = 0;
   uint64_t seed = 1;
   bool op_timing = false;
+  bool no_cuda_graphs = false;
   bool json = false;
+  int32_t speculative_k = 0;  // decode: MTP drafts per round (0: plain decoding)
 };
 
 [[noreturn]] void fail(const std::string& message, int code) { cli::fail("bench", message, code); }
@@ -68,16 +75,25 @@ std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_runni
   model.synthetic_seed = a.seed;
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
+  model.lm_head = a.lm_head;
   model.n_threads = a.threads;
   model.n_slots = max_running;
   model.max_context = max_context;
   model.op_timing = a.op_timing;
+  model.cuda_graphs = !a.no_cuda_graphs;
   EngineConfig config;
   config.max_running = max_running;
   config.max_waiting = max_running;
   config.max_tokens_per_step = std::max(step_tokens, max_running);
   config.prefill_chunk = step_tokens;
-  return load_engine("bench", model, config);
+  config.max_speculative_k = a.speculative_k;
+  config.speculative_k = a.speculative_k;
+  auto engine = load_engine("bench", model, config);
+  if (a.speculative_k > 0 && engine->stats().max_speculative_k < a.speculative_k) {
+    fail("--speculative-k " + std::to_string(a.speculative_k) + ": this model or backend does not speculate that far "
+         "(the engine allows " + std::to_string(engine->stats().max_speculative_k) + "; see the log for why)", 1);
+  }
+  return engine;
 }
 
 struct Timed {
@@ -111,9 +127,18 @@ std::vector<Timed> run_all(Engine& engine, const std::vector<Request>& requests,
 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+std::string fmt_acceptance(double a) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%.1f", a);
+  return buf;
+}
+
 void run_decode(const EngineBenchArgs& a) {
   if (a.context < 1 || a.tokens < 2 || a.batch < 1) fail("--context >= 1, --tokens >= 2, --batch >= 1", 2);
-  auto engine = bench_engine(a, a.batch, a.context + a.tokens + 1, std::min(a.chunk, std::max(a.context, 1)));
+  // Room for the last round's drafts and the draft chain's lookahead past the last token.
+  const int32_t spec_room = 2 * a.speculative_k;
+  auto engine = bench_engine(a, a.batch, a.context + a.tokens + 1 + spec_room,
+                             std::max(std::min(a.chunk, std::max(a.context, 1)), a.batch * (a.speculative_k + 1)));
   const ModelInfo& info = engine->model_info();
   std::vector<Request> requests;
   for (int32_t b = 0; b < a.batch; ++b) {
@@ -154,6 +179,7 @@ void run_decode(const EngineBenchArgs& a) {
   out["context"] = a.context;
   out["batch"] = a.batch;
   out["tokens"] = a.tokens;
+  out["cuda_graphs"] = !a.no_cuda_graphs && !a.op_timing;
   out["ms_per_token"] = ms_per_token;
   out["tokens_per_second_per_sequence"] = tps_per_seq;
   out["tokens_per_second"] = tps_per_seq * a.batch;
@@ -163,6 +189,39 @@ void run_decode(const EngineBenchArgs& a) {
   out["read_ceiling_gbps"] = info.device_read_gbps;
   out["fraction_of_roofline"] = roofline_tps > 0 ? tps_per_seq / roofline_tps : 0.0;
   out["roofline_tokens_per_second_per_sequence"] = roofline_tps;
+  if (a.speculative_k > 0) {
+    // Each round drafts k and verifies k + 1; it emits its accepted drafts and one more token. round_ms: the decode
+    // time over the rounds (median sequence). At a per-position acceptance a (each draft accepted with probability
+    // a given the one before it was) a round emits (1 - a^(k+1)) / (1 - a) tokens on average.
+    int64_t drafted = 0, accepted = 0;
+    int64_t rounds = 0;
+    std::vector<double> per_round;
+    for (const Timed& r : runs) {
+      drafted += r.final_event.n_tokens_drafted;
+      accepted += r.final_event.n_tokens_accepted;
+      // After the first token (the prefill's) each round emits its accepted drafts and one more token.
+      const int64_t n_rounds =
+          static_cast<int64_t>(r.token_times.size()) - 1 - static_cast<int64_t>(r.final_event.n_tokens_accepted);
+      rounds += n_rounds;
+      if (n_rounds > 0) per_round.push_back(seconds(r.token_times.back() - r.token_times.front()) / n_rounds);
+    }
+    std::sort(per_round.begin(), per_round.end());
+    const double round_ms = per_round.empty() ? 0.0 : 1e3 * per_round[per_round.size() / 2];
+    const int32_t k = a.speculative_k;
+    nlohmann::ordered_json spec;
+    spec["k"] = k;
+    spec["rounds"] = rounds;
+    spec["drafted"] = drafted;
+    spec["accepted"] = accepted;
+    spec["round_ms"] = round_ms;
+    nlohmann::ordered_json at = nlohmann::ordered_json::object();
+    for (double acc : {0.5, 0.6, 0.7, 0.8, 0.9}) {
+      const double tokens_per_round = (1.0 - std::pow(acc, k + 1)) / (1.0 - acc);
+      at[fmt_acceptance(acc)] = round_ms > 0 ? tokens_per_round * 1e3 / round_ms * a.batch : 0.0;
+    }
+    spec["tokens_per_second_at_acceptance"] = at;
+    out["speculative"] = spec;
+  }
   if (a.json) {
     std::cout << out.dump() << "\n";
   } else {
@@ -209,7 +268,11 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_option("--chunk", a.chunk, "Prompt tokens per step (default 2048)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--threads", a.threads, "CPU backend threads (0: automatic)");
   cmd->add_option("--seed", a.seed, "Seed of the synthetic weights (default 1)");
-  cmd->add_flag("--op-timing", a.op_timing, "CUDA: log the per-op device time of the steps at the end");
+  cmd->add_option("--lm-head", a.lm_head, "keep, fp8 or nvfp4 (the lm_head quantized at load)")
+      ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
+  cmd->add_flag("--op-timing", a.op_timing,
+                "CUDA: log the per-op device time of the steps at the end (launches eagerly: no CUDA graphs)");
+  cmd->add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: launch every step eagerly (decode steps replay as graphs)");
   cmd->add_flag("--json", a.json, "One line of JSON");
 }
 
@@ -243,6 +306,10 @@ void register_bench_command(CLI::App& app) {
   decode->add_option("--context", decode_args->context, "Tokens in the cache when decoding starts (default 1024)");
   decode->add_option("--tokens", decode_args->tokens, "Tokens generated per sequence (default 64)");
   decode->add_option("--batch", decode_args->batch, "Sequences decoded together (default 1)");
+  decode->add_option("--speculative-k", decode_args->speculative_k,
+                     "Time speculative rounds of K MTP drafts + the verify step (default 0: plain decoding); the "
+                     "model needs an MTP head (the synthetic configs have one)")
+      ->check(CLI::Range(0, 31));
   decode->callback([decode_args] { run_decode(*decode_args); });
 
   auto prefill_args = std::make_shared<EngineBenchArgs>();

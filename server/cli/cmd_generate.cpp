@@ -42,8 +42,13 @@ struct GenerateArgs {
   bool ignore_eos = false;
   std::string backend = "auto";
   std::string kernel_family = "auto";
+  std::string lm_head = "keep";
   int32_t threads = 0;
+  std::string speculative_k = "auto";  // N (0 off) or auto: MTP drafts per round where the model has an MTP head
 };
+
+// Drafts per round at most when --speculative-k is auto.
+constexpr int32_t kAutoMaxSpeculativeK = 8;
 
 // Prompt tokens per engine step (the CPU reference is slow on large steps; a GPU is fast on them).
 constexpr int32_t kPrefillChunk = 512;
@@ -81,6 +86,20 @@ void run_generate(const GenerateArgs& a) {
   if (!(a.top_p > 0.0f && a.top_p <= 1.0f)) fail("--top-p must be in (0, 1]", 2);
   if (!(a.min_p >= 0.0f && a.min_p <= 1.0f)) fail("--min-p must be in [0, 1]", 2);
   if (a.top_k < -1) fail("--top-k must be >= 0 (0 or -1: off)", 2);
+  int32_t spec_k = kSpeculativeAuto;
+  if (a.speculative_k != "auto") {
+    size_t used = 0;
+    try {
+      spec_k = std::stoi(a.speculative_k, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != a.speculative_k.size() || spec_k < 0 || spec_k > kMaxSpeculativeK) {
+      fail("--speculative-k must be auto or an integer in [0, " + std::to_string(kMaxSpeculativeK) + "], got '" +
+               a.speculative_k + "'",
+           2);
+    }
+  }
   if (!std::filesystem::is_directory(a.model)) fail("model folder " + a.model + " does not exist", 1);
 
   // The tokenizer is optional in --ids mode (the folder may have none), required for --prompt.
@@ -114,6 +133,7 @@ void run_generate(const GenerateArgs& a) {
   model.model_dir = a.model;
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
+  model.lm_head = a.lm_head;
   model.n_threads = a.threads;
   model.n_slots = 1;
   model.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
@@ -124,6 +144,8 @@ void run_generate(const GenerateArgs& a) {
   // The whole prompt in one step when it is short; long prompts in chunks of kPrefillChunk.
   config.prefill_chunk = std::clamp(static_cast<int32_t>(prompt_ids.size()), 1, kPrefillChunk);
   config.max_tokens_per_step = config.prefill_chunk;
+  config.max_speculative_k = spec_k == kSpeculativeAuto ? kAutoMaxSpeculativeK : spec_k;
+  config.speculative_k = spec_k;
   std::unique_ptr<Engine> engine = load_engine("generate", model, config);
 
   Request request;
@@ -199,13 +221,23 @@ void run_generate(const GenerateArgs& a) {
     out["completion_tokens"] = generated.size();
     out["finish_reason"] = finish_reason;
     out["backend"] = engine->model_info().backend;
+    // Speculative decoding: drafts the MTP head proposed and the target accepted (0 and 0 without speculation).
+    out["drafted"] = final_event.n_tokens_drafted;
+    out["accepted"] = final_event.n_tokens_accepted;
+    out["drafted_per_position"] = final_event.drafted_per_position;
+    out["accepted_per_position"] = final_event.accepted_per_position;
     std::cout << out.dump() << "\n";
   } else {
     if (stream) std::cout << stream->flush();
     std::cout << "\n";
     std::cerr << "prefill: " << prompt_ids.size() << " tokens, " << prefill_tps << " tokens/s; decode: "
-              << std::max(n_decode, 0) << " steps, " << decode_tps << " tokens/s; finish: " << finish_reason
-              << "; backend: " << engine->model_info().backend << "\n";
+              << std::max(n_decode, 0) << " tokens, " << decode_tps << " tokens/s; finish: " << finish_reason
+              << "; backend: " << engine->model_info().backend;
+    if (final_event.n_tokens_drafted > 0) {
+      std::cerr << "; speculative: " << final_event.n_tokens_accepted << " of " << final_event.n_tokens_drafted
+                << " drafts accepted";
+    }
+    std::cerr << "\n";
   }
 }
 
@@ -229,9 +261,14 @@ void register_generate_command(CLI::App& app) {
                 "Print {\"ids\", \"text\", \"tokens_per_second\", ...} instead of streaming text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the eos ids of config/generation_config");
   cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
+  cmd->add_option("--lm-head", args->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")
+      ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   cmd->add_option("--kernel-family", args->kernel_family, "CUDA weight kernels: sm70, sm80 or auto (default: by the GPU)")
       ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");
+  cmd->add_option("--speculative-k", args->speculative_k,
+                  "MTP speculative decoding: drafts per round N (0 = off) or auto (default; per round from the "
+                  "acceptance so far); only where the model has an MTP head and the backend verifies drafts");
   cmd->callback([args] { run_generate(*args); });
 }
 

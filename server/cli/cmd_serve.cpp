@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -101,6 +102,8 @@ void run_serve(http::ServeSettings s) {
   model_options.kernel_family = s.kernel_family;
   model_options.n_threads = s.threads;
   model_options.max_context = s.context;
+  model_options.n_pages = s.kv_pages;
+  model_options.lm_head = s.lm_head;
   model_options.n_slots = s.max_running;
   model_options.n_vocab_real = tokenizer->vocab_size();
   EngineConfig engine_config;
@@ -108,6 +111,8 @@ void run_serve(http::ServeSettings s) {
   engine_config.max_waiting = s.max_waiting;
   engine_config.max_tokens_per_step = s.max_tokens_per_step;
   engine_config.prefill_chunk = s.prefill_chunk;
+  engine_config.max_speculative_k = s.max_speculative_k;
+  engine_config.speculative_k = std::min(s.speculative_k, s.max_speculative_k);
   Result<std::unique_ptr<Engine>> engine = Engine::load(model_options, engine_config);
   if (!engine.is_ok()) {
     stop_http();
@@ -134,10 +139,16 @@ void run_serve(http::ServeSettings s) {
   ctx.limits.vocab_size = ctx.model_info.n_vocab_real > 0 ? ctx.model_info.n_vocab_real : tokenizer->vocab_size();
   ctx.limits.context_length = ctx.model_info.context_length;
   ctx.limits.max_n = s.max_n;
+  ctx.limits.max_speculative_k = (*engine)->stats().max_speculative_k;
   ctx.engine = engine->get();
   ctx.phase = http::ServerPhase::kReady;
   log.info("ready: model '{}' (context {}, vocab {}), max_running {}, max_waiting {}, http threads {}", ctx.model_name,
            ctx.model_info.context_length, ctx.limits.vocab_size, s.max_running, s.max_waiting, ctx.options.http_threads);
+  log.info("connections: at most {} ({} per address), header timeout {} s, body {} s, keep-alive {} s, write {} s",
+           ctx.options.max_connections,
+           ctx.options.max_connections_per_address > 0 ? std::to_string(ctx.options.max_connections_per_address) : "any",
+           ctx.options.header_timeout_s, ctx.options.body_timeout_s, ctx.options.keep_alive_timeout_s,
+           ctx.options.write_timeout_s);
 
   std::atomic<bool> signalled{false};
   pthread_t main_thread = pthread_self();
@@ -199,8 +210,43 @@ void register_serve_command(CLI::App& app) {
   auto* o_running = cmd->add_option("--max-running", s.max_running, "Sequences decoded together (default 16)")->check(CLI::Range(1, 4096));
   auto* o_waiting = cmd->add_option("--max-waiting", s.max_waiting, "Waiting-queue bound; beyond it 429 (default 64)")->check(CLI::Range(0, 1 << 20));
   auto* o_context = cmd->add_option("--context", s.context, "Context length per sequence (0 = the model's)")->check(CLI::Range(0, 1 << 24));
+  auto* o_pages = cmd->add_option("--kv-pages", s.kv_pages, "KV pages of 16 tokens (0 = as many as fit: the GPU's memory "
+                                  "plan; max-running full contexts on the CPU)")->check(CLI::Range(0, 1 << 26));
+  auto* o_head = cmd->add_option("--lm-head", s.lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4: a BF16 "
+                                 "lm_head quantized at load (a smaller decode step)")
+                     ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   auto* o_max_n = cmd->add_option("--max-n", s.max_n, "Largest n (choices per request, default 8)")->check(CLI::Range(1, 128));
-  auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads, "HTTP worker threads (0 = running + waiting + 16)");
+  auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads,
+                                         "HTTP worker threads; each generation holds one (0 = running + waiting + 16)");
+  auto spec_k = std::make_shared<std::string>();
+  auto* o_spec = cmd->add_option("--speculative-k", *spec_k,
+                                 "Drafts per round for requests without speculative_k: N (0 = off) or auto "
+                                 "(default auto; needs a model with an MTP head)")
+                     ->check([](const std::string& v) {
+                       int32_t k = 0;
+                       return http::parse_speculative_k(v, k) ? std::string() : std::string("N in [0, 31] or auto");
+                     });
+  auto* o_max_spec = cmd->add_option("--max-speculative-k", s.max_speculative_k,
+                                     "Most drafts per round any request may use (default 8; 0: no speculation)")
+                         ->check(CLI::Range(0, 31));
+  auto* o_header_timeout = cmd->add_option("--header-timeout", s.http.header_timeout_s,
+                                           "Seconds for a client to send a whole request header (default 10; then 408)")
+                               ->check(CLI::PositiveNumber);
+  auto* o_body_timeout = cmd->add_option("--body-timeout", s.http.body_timeout_s,
+                                         "Seconds for the request body once the header is in (default 60; then 408)")
+                             ->check(CLI::PositiveNumber);
+  auto* o_idle_timeout = cmd->add_option("--keep-alive-timeout", s.http.keep_alive_timeout_s,
+                                         "Seconds an idle keep-alive connection stays open (default 60)")
+                             ->check(CLI::PositiveNumber);
+  auto* o_write_timeout = cmd->add_option("--write-timeout", s.http.write_timeout_s,
+                                          "Seconds a response write may block; then the client counts as gone (default 30)")
+                              ->check(CLI::PositiveNumber);
+  auto* o_max_conn = cmd->add_option("--max-connections", s.http.max_connections,
+                                     "Open connections in all (default 4096, bounded by the open-file limit)")
+                         ->check(CLI::Range(16, 1 << 20));
+  auto* o_per_addr = cmd->add_option("--max-connections-per-address", s.http.max_connections_per_address,
+                                     "Open connections per client address; beyond it 429 (default 0 = no limit)")
+                         ->check(CLI::Range(0, 1 << 20));
   auto store_mib = std::make_shared<size_t>(s.http.response_store_bytes >> 20);
   auto* o_store = cmd->add_option("--response-store-entries", s.http.response_store_entries,
                                   "Responses kept for GET /v1/responses/{id} and previous_response_id (default 1024; 0 = none)")
@@ -209,8 +255,9 @@ void register_serve_command(CLI::App& app) {
                           ->check(CLI::Range(size_t{0}, size_t{1} << 30));
 
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
-                 o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_max_n, o_http_threads,
-                 o_store, o_store_mib, store_mib] {
+                  o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_pages, o_head,
+                  o_max_n, o_http_threads, o_header_timeout, o_body_timeout, o_idle_timeout, o_write_timeout, o_max_conn,
+                  o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -235,8 +282,18 @@ void register_serve_command(CLI::App& app) {
     if (o_running->count()) merged.max_running = f.max_running;
     if (o_waiting->count()) merged.max_waiting = f.max_waiting;
     if (o_context->count()) merged.context = f.context;
+    if (o_pages->count()) merged.kv_pages = f.kv_pages;
+    if (o_head->count()) merged.lm_head = f.lm_head;
     if (o_max_n->count()) merged.max_n = f.max_n;
     if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
+    if (o_spec->count()) http::parse_speculative_k(*spec_k, merged.speculative_k);
+    if (o_max_spec->count()) merged.max_speculative_k = f.max_speculative_k;
+    if (o_header_timeout->count()) merged.http.header_timeout_s = f.http.header_timeout_s;
+    if (o_body_timeout->count()) merged.http.body_timeout_s = f.http.body_timeout_s;
+    if (o_idle_timeout->count()) merged.http.keep_alive_timeout_s = f.http.keep_alive_timeout_s;
+    if (o_write_timeout->count()) merged.http.write_timeout_s = f.http.write_timeout_s;
+    if (o_max_conn->count()) merged.http.max_connections = f.http.max_connections;
+    if (o_per_addr->count()) merged.http.max_connections_per_address = f.http.max_connections_per_address;
     if (o_store->count()) merged.http.response_store_entries = f.http.response_store_entries;
     if (o_store_mib->count()) merged.http.response_store_bytes = *store_mib << 20;
     run_serve(std::move(merged));

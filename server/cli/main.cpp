@@ -1,5 +1,5 @@
 // Entry point of the `voltserve` binary: dispatches to the sub-commands (serve, generate, logits, tokenize,
-// detokenize, render, bench). `voltserve <command> --help` documents each.
+// detokenize, render, bench, plan, quantize). `voltserve <command> --help` documents each.
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   voltserve::cli::register_tokenize_command(app);
   voltserve::cli::register_render_command(app);
   voltserve::cli::register_bench_command(app);
+  voltserve::cli::register_plan_command(app);
+  voltserve::cli::register_quantize_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }

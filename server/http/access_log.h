@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "http/server_context.h"
 
@@ -27,6 +28,14 @@ class AccessRecord {
   }
   void set_first_token(std::chrono::steady_clock::time_point t) { if (ttft_s_ < 0) ttft_s_ = seconds_since_start(t); }
   void set_finish_reason(std::string reason) { finish_reason_ = std::move(reason); }
+  // Speculative decoding: drafts proposed and accepted, per draft position (the line shows them when drafted > 0).
+  void set_speculation(int64_t drafted, int64_t accepted, std::vector<int64_t> drafted_per_position,
+                       std::vector<int64_t> accepted_per_position) {
+    n_drafted_ = drafted;
+    n_accepted_ = accepted;
+    drafted_pos_ = std::move(drafted_per_position);
+    accepted_pos_ = std::move(accepted_per_position);
+  }
   // Streaming responses are written by their stream; the route wrapper skips deferred records.
   void defer() { deferred_ = true; }
   bool deferred() const { return deferred_; }
@@ -47,6 +56,10 @@ class AccessRecord {
   int64_t n_completion_ = 0;
   double ttft_s_ = -1;
   std::string finish_reason_ = "-";
+  int64_t n_drafted_ = 0;
+  int64_t n_accepted_ = 0;
+  std::vector<int64_t> drafted_pos_;
+  std::vector<int64_t> accepted_pos_;
   bool deferred_ = false;
   std::once_flag written_;
 };

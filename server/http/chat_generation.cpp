@@ -136,7 +136,7 @@ openai::Usage ChatGenerationSession::usage() const {
     u.completion_tokens += c.pipeline->n_tokens();
     u.reasoning_tokens += c.pipeline->n_reasoning_tokens();
   }
-  return u;
+  return with_speculation(u);
 }
 
 std::string ChatGenerationSession::finish_reasons() const {

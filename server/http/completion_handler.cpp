@@ -74,7 +74,7 @@ class CompletionSession final : public GenerationSession {
     openai::Usage u;
     for (int64_t n : n_prompt_) u.prompt_tokens += n;
     for (const auto& c : choices_) u.completion_tokens += c->n_tokens;
-    return u;
+    return with_speculation(u);
   }
 
   std::string usage_chunk() const override {

@@ -31,16 +31,34 @@ Status Generation::resubmit(int choice, Request request) {
   return submit(choice, std::move(request));
 }
 
-std::optional<ChoiceEvent> Generation::next(std::chrono::milliseconds timeout) {
+std::optional<ChoiceEvent> Generation::next(std::chrono::milliseconds timeout, bool past_interrupt) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock<std::mutex> lock(queue_->mu);
   while (true) {
-    if (!queue_->cv.wait_until(lock, deadline, [&] { return !queue_->events.empty(); })) return std::nullopt;
+    queue_->cv.wait_until(lock, deadline,
+                          [&] { return !queue_->events.empty() || (queue_->interrupted && !past_interrupt); });
+    if (queue_->events.empty()) return std::nullopt;
     ChoiceEvent e = std::move(queue_->events.front());
     queue_->events.pop_front();
     bool stale = e.choice >= 0 && e.choice < static_cast<int>(epochs_.size()) && e.epoch != epochs_[e.choice];
     if (!stale) return e;
   }
+}
+
+std::function<void()> Generation::interrupter() const {
+  std::shared_ptr<Queue> queue = queue_;
+  return [queue] {
+    {
+      std::lock_guard<std::mutex> lock(queue->mu);
+      queue->interrupted = true;
+    }
+    queue->cv.notify_all();
+  };
+}
+
+bool Generation::interrupted() const {
+  std::lock_guard<std::mutex> lock(queue_->mu);
+  return queue_->interrupted;
 }
 
 void Generation::cancel(int choice) {
@@ -49,8 +67,13 @@ void Generation::cancel(int choice) {
   finished_[choice] = true;
 }
 
-void Generation::cancel_all() {
-  for (int i = 0; i < static_cast<int>(ids_.size()); ++i) cancel(i);
+std::vector<int> Generation::cancel_all() {
+  std::vector<int> cancelled;
+  for (int i = 0; i < static_cast<int>(ids_.size()); ++i) {
+    if (!finished_[i]) cancelled.push_back(i);
+    cancel(i);
+  }
+  return cancelled;
 }
 
 void Generation::mark_finished(int choice) {

@@ -1,6 +1,8 @@
 // See generation_session.h.
 #include "http/generation_session.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "http/server_log.h"
@@ -22,12 +24,36 @@ GenerationSession::GenerationSession(ServerContext& ctx, std::shared_ptr<AccessR
            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                .count(),
            model, ctx.system_fingerprint};
+  if (ClientConnection* conn = current_connection()) {
+    connection_ = conn->shared_from_this();
+    watch_ = connection_->watch(generation_->interrupter());
+  }
+}
+
+GenerationSession::~GenerationSession() {
+  if (connection_) connection_->unwatch(watch_);
+  generation_->cancel_all();
 }
 
 void GenerationSession::wait_for_event(std::string* sse, bool& idle) {
   idle = false;
   std::optional<ChoiceEvent> ev = generation_->next(next_wait(ctx_, deadline_));
+  if (generation_->interrupted()) {
+    client_gone_ = true;
+    return;
+  }
   if (ev) {
+    if (ev->event.finished && ev->event.n_tokens_drafted > 0) {
+      const Event& e = ev->event;
+      speculation_.drafted_tokens += e.n_tokens_drafted;
+      speculation_.accepted_tokens += e.n_tokens_accepted;
+      auto add = [](std::vector<int64_t>& total, const std::vector<int32_t>& part) {
+        if (total.size() < part.size()) total.resize(part.size(), 0);
+        for (size_t j = 0; j < part.size(); ++j) total[j] += part[j];
+      };
+      add(speculation_.drafted_per_position, e.drafted_per_position);
+      add(speculation_.accepted_per_position, e.accepted_per_position);
+    }
     handle(*ev, sse);
   } else if (Clock::now() >= deadline_) {
     generation_->cancel_all();
@@ -49,6 +75,11 @@ std::string GenerationSession::step(bool& done) {
   if (!all_finished() && !error_) {
     bool idle = false;
     wait_for_event(&out, idle);
+    if (client_gone_) {
+      disconnected();
+      done = true;
+      return "";
+    }
     if (idle) return openai::sse_comment("keep-alive");
   }
   if (error_) {
@@ -72,16 +103,43 @@ std::string GenerationSession::stream_end() {
 }
 
 void GenerationSession::disconnected() {
+  client_gone_ = true;
   if (record_written_) return;
-  generation_->cancel_all();
+  release_after_disconnect();
   ctx_.metrics.count_disconnect();
   finalize_record(499);  // nginx's "client closed request"
 }
 
+void GenerationSession::release_after_disconnect() {
+  const std::vector<int> cancelled = generation_->cancel_all();
+  if (cancelled.empty() || !ctx_.engine) return;
+  // Read after the cancels: each final event then carries at most this count + 1 (the step that was in flight).
+  const uint64_t steps = ctx_.engine->stats().n_steps;
+  std::vector<bool> waiting(static_cast<size_t>(*std::max_element(cancelled.begin(), cancelled.end())) + 1, false);
+  for (int choice : cancelled) waiting[static_cast<size_t>(choice)] = true;
+  size_t left = cancelled.size();
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(2);
+  while (left > 0 && Clock::now() < give_up) {
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - Clock::now());
+    std::optional<ChoiceEvent> ev = generation_->next(wait, /*past_interrupt=*/true);
+    if (!ev || !ev->event.finished) continue;
+    const size_t choice = static_cast<size_t>(ev->choice);
+    if (choice >= waiting.size() || !waiting[choice]) continue;
+    waiting[choice] = false;
+    --left;
+    ctx_.metrics.observe_disconnect_release_steps(ev->event.n_steps > steps ? ev->event.n_steps - steps : 0);
+  }
+  if (left > 0) server_log().warn("req={} {} cancelled choices not released by the engine within 2 s", record_->id(), left);
+}
+
 void GenerationSession::run_until_finished() {
-  while (!all_finished() && !error_) {
+  while (!all_finished() && !error_ && !client_gone_) {
     bool idle = false;
     wait_for_event(nullptr, idle);
+  }
+  if (client_gone_) {
+    disconnected();
+    throw ClientGone();
   }
   if (error_) throw *error_;
 }
@@ -92,6 +150,7 @@ void GenerationSession::finalize_record(int status) {
   record_->set_status(status);
   openai::Usage u = usage();
   record_->set_tokens(u.prompt_tokens, u.completion_tokens);
+  record_->set_speculation(u.drafted_tokens, u.accepted_tokens, u.drafted_per_position, u.accepted_per_position);
   record_->set_finish_reason(finish_reasons());
   record_->write();
 }
@@ -104,6 +163,14 @@ void GenerationSession::observe_tokens(size_t n) {
     for (size_t k = 0; k < n; ++k) ctx_.metrics.observe_inter_token(per_token);
   }
   last_token_ = now;
+}
+
+openai::Usage GenerationSession::with_speculation(openai::Usage u) const {
+  u.drafted_tokens = speculation_.drafted_tokens;
+  u.accepted_tokens = speculation_.accepted_tokens;
+  u.drafted_per_position = speculation_.drafted_per_position;
+  u.accepted_per_position = speculation_.accepted_per_position;
+  return u;
 }
 
 bool GenerationSession::failed_in_engine(const Event& e) {

@@ -1,7 +1,9 @@
-// The life cycle shared by the generation routes (chat, completions, responses, messages): wait for engine events (keep-alives while waiting,
-// a timeout at --request-timeout), turn them into SSE text or one JSON body through the route's hooks, end with
-// an error event or the usage chunk and [DONE], cancel on disconnect, and write the access-log record once.
-// Tested through the e2e suites (tests/e2e/).
+// The life cycle shared by every generation route (chat, completions, responses, messages): wait for engine events
+// (keep-alives while waiting, a timeout at --request-timeout), turn them into SSE text or one JSON body through the
+// route's hooks, end with an error event or the usage chunk and [DONE], and write the access-log record once. A
+// client that hangs up — seen by the connection front end, streaming or not, running or queued — wakes the wait and
+// cancels every choice; the session records how many engine steps the release took. Tested by
+// tests/e2e/test_disconnects.py and the other e2e suites.
 #pragma once
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "http/access_log.h"
+#include "http/client_connection.h"
 #include "http/generation.h"
 #include "http/server_context.h"
 #include "http/stream_support.h"
@@ -19,12 +22,18 @@
 
 namespace voltserve::http {
 
+// Thrown out of run_to_completion() when the client hung up; the request is cancelled and logged (status 499).
+struct ClientGone : std::exception {
+  const char* what() const noexcept override { return "the client closed the connection"; }
+};
+
 class GenerationSession : public StreamSession {
  public:
-  ~GenerationSession() override { generation_->cancel_all(); }
+  ~GenerationSession() override;
 
   std::string step(bool& done) final;
   void disconnected() final;
+  bool client_gone() const final { return client_gone_; }
   // Waits for every choice and returns the JSON body of a non-streaming answer (throws the request's ApiError).
   virtual openai::Json run_to_completion() = 0;
 
@@ -56,6 +65,8 @@ class GenerationSession : public StreamSession {
   void observe_tokens(size_t n);
   // True (and the request is failed with the engine's error) when a final event is neither stop nor length.
   bool failed_in_engine(const Event& e);
+  // `u` with the speculative-decoding counts of the choices' final events so far.
+  openai::Usage with_speculation(openai::Usage u) const;
 
   ServerContext& ctx_;
   std::shared_ptr<AccessRecord> record_;
@@ -65,13 +76,19 @@ class GenerationSession : public StreamSession {
 
  private:
   void wait_for_event(std::string* sse, bool& idle);
+  // Cancels what is unfinished and waits (briefly) for the engine to release it, observing the steps it took.
+  void release_after_disconnect();
 
+  std::shared_ptr<ClientConnection> connection_;  // the client's connection, watched for a hang-up
+  ClientConnection::WatchId watch_ = 0;
+  bool client_gone_ = false;
   ActiveRequest active_;
   Clock::time_point deadline_;
   bool include_usage_;
   bool opened_ = false;
   bool record_written_ = false;
   Clock::time_point last_token_{};
+  openai::Usage speculation_;  // drafted / accepted of the finished choices
 };
 
 // Answers with `session`: as an SSE stream (the access record is written when the stream ends) or as one JSON body.

@@ -14,10 +14,14 @@
 #include "http/access_log.h"
 #include "http/chat_handler.h"
 #include "http/completion_handler.h"
+#include "http/front_end.h"
+#include "http/generation_session.h"
 #include "http/messages_handler.h"
 #include "http/misc_handlers.h"
+#include "http/request_processor.h"
 #include "http/responses_handler.h"
 #include "http/server_log.h"
+#include "http/worker_pool.h"
 #include "openai/api_error.h"
 #include "openai/ids.h"
 #include "openai/json_body.h"
@@ -87,39 +91,138 @@ const char* endpoint_name(const std::string& path) {
   return "other";
 }
 
+// A connection serves this many requests, then its last answer says Connection: close (clients reconnect).
+constexpr uint64_t kMaxRequestsPerConnection = 1000;
+// The lane for probes and the model list: a few threads, so they answer while every main worker streams.
+constexpr int kControlThreads = 4;
+constexpr size_t kControlQueue = 1024;
+
+bool is_control_request(const Frame& frame) {
+  if (frame.method == "OPTIONS") return true;
+  if (frame.method != "GET" && frame.method != "HEAD") return false;
+  const std::string path = frame.target.substr(0, frame.target.find('?'));
+  return path == "/health" || path == "/metrics" || path == "/v1/models" || path.rfind("/v1/models/", 0) == 0;
+}
+
+ErrorCode code_for_status(int status) {
+  switch (status) {
+    case 408: return ErrorCode::kRequestTimeout;
+    case 413: return ErrorCode::kPayloadTooLarge;
+    case 414: return ErrorCode::kUriTooLong;
+    case 429: return ErrorCode::kTooManyConnections;
+    case 431: return ErrorCode::kHeadersTooLarge;
+    case 503: return ErrorCode::kServerBusy;
+    default: return ErrorCode::kInvalidRequest;
+  }
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
 }  // namespace
 
-HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx), server_(std::make_unique<httplib::Server>()) {
-  int threads = ctx_.options.http_threads;
+HttpServer::HttpServer(ServerContext& ctx) : ctx_(ctx) {
+  const ServeOptions& o = ctx_.options;
+  int threads = o.http_threads;
   if (threads <= 0) threads = 64 + 16;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  server_->set_payload_max_length(ctx_.options.max_body_bytes);
-  server_->set_read_timeout(30, 0);
-  server_->set_write_timeout(30, 0);
-  server_->set_keep_alive_max_count(100);
-  server_->set_keep_alive_timeout(5);
+  server_ = std::make_unique<RequestProcessor>(o.write_timeout_s);
+  server_->set_payload_max_length(o.max_body_bytes);
+  // Only what httplib writes into the Keep-Alive response header; the front end enforces both.
+  server_->set_keep_alive_max_count(kMaxRequestsPerConnection);
+  server_->set_keep_alive_timeout(static_cast<time_t>(o.keep_alive_timeout_s));
+  FrontEndOptions f;
+  f.header_timeout_s = o.header_timeout_s;
+  f.body_timeout_s = o.body_timeout_s;
+  f.keep_alive_timeout_s = o.keep_alive_timeout_s;
+  f.max_connections = o.max_connections;
+  f.max_connections_per_address = o.max_connections_per_address;
+  f.framing.max_body_bytes = o.max_body_bytes;
+  // Room for a full body on a good share of the connections, never less than 256 MiB.
+  f.max_buffered_bytes = std::max<size_t>(size_t{256} << 20, 4 * o.max_body_bytes);
+  front_end_ = std::make_unique<ConnectionFrontEnd>(
+      f, ctx_.metrics.connections(),
+      [this](int status, const std::string& target, const std::string& message) {
+        return reject_response(status, target, message);
+      });
+  // Each generation (streaming or not) holds a main worker for its whole life; beyond the queue the front end
+  // answers 503 at once instead of queueing without bound.
+  main_lane_ = std::make_unique<WorkerPool>(threads, static_cast<size_t>(threads));
+  control_lane_ = std::make_unique<WorkerPool>(kControlThreads, kControlQueue);
   install_routes();
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() {
+  // Workers hand connections back to the front end: stop them first.
+  control_lane_->shutdown();
+  main_lane_->shutdown();
+}
 
 Result<int> HttpServer::bind() {
-  int port = ctx_.options.port;
-  if (port == 0) {
-    port = server_->bind_to_any_port(ctx_.options.host);
-    if (port <= 0) return unavailable(fmt::format("cannot bind to {}:<any port>", ctx_.options.host));
-    return port;
-  }
-  if (!server_->bind_to_port(ctx_.options.host, port)) {
-    return unavailable(fmt::format("cannot bind to {}:{} (in use, or not an address of this machine)",
-                                   ctx_.options.host, port));
+  Result<int> port = front_end_->bind(ctx_.options.host, ctx_.options.port);
+  if (port.is_ok() && front_end_->max_connections() < ctx_.options.max_connections) {
+    ctx_.options.max_connections = front_end_->max_connections();
   }
   return port;
 }
 
-void HttpServer::serve() { server_->listen_after_bind(); }
+void HttpServer::serve() {
+  server_->set_serving(true);
+  front_end_->run([this](std::shared_ptr<ClientConnection> conn, const Frame& frame) {
+    return dispatch(std::move(conn), frame);
+  });
+  control_lane_->shutdown();
+  main_lane_->shutdown();
+}
 
-void HttpServer::stop() { server_->stop(); }
+void HttpServer::stop() {
+  server_->set_serving(false);
+  front_end_->stop();
+}
+
+bool HttpServer::dispatch(std::shared_ptr<ClientConnection> conn, const Frame& frame) {
+  WorkerPool& lane = is_control_request(frame) ? *control_lane_ : *main_lane_;
+  const size_t n_bytes = frame.total_bytes;
+  return lane.try_submit([this, conn, n_bytes] {
+    bool keep_alive = false;
+    try {
+      const bool last = ctx_.phase.load() == ServerPhase::kDraining || conn->n_requests + 1 >= kMaxRequestsPerConnection;
+      keep_alive = server_->serve(*conn, n_bytes, last);
+    } catch (const std::exception& e) {
+      server_log().error("HTTP worker: unexpected error answering {}:{}: {}", conn->peer_ip(), conn->peer_port(), e.what());
+    }
+    front_end_->finished(conn, keep_alive);
+  });
+}
+
+std::string HttpServer::reject_response(int status, const std::string& target, const std::string& message) {
+  const std::string path = target.substr(0, target.find('?'));
+  const ApiError error(code_for_status(status), message);
+  // The route's error vocabulary even though no route ran: an Anthropic client parses its own shape.
+  const std::string body =
+      openai::dump_json(anthropic_route(path) ? openai::anthropic_error_body(error) : openai::error_body(error));
+  std::string out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
+                                "Connection: close\r\nx-request-id: {}\r\n",
+                                status, reason_phrase(status), body.size(), openai::random_id("req-", 16));
+  if (status == 429 || status == 503) out += "Retry-After: 1\r\n";
+  const auto& origins = ctx_.options.cors_origins;
+  if (std::find(origins.begin(), origins.end(), "*") != origins.end()) out += "Access-Control-Allow-Origin: *\r\n";
+  out += "\r\n";
+  out += body;
+  ctx_.metrics.count_request(endpoint_name(path), status);
+  // Slow and abusive clients can cause many of these: counted in /metrics, logged at debug only.
+  server_log().debug("{} {}: {}", status, target.empty() ? "-" : target, message);
+  return out;
+}
 
 void HttpServer::install_routes() {
   ServerContext& ctx = ctx_;
@@ -213,7 +316,11 @@ void HttpServer::install_routes() {
           throw ApiError(ErrorCode::kUnavailable, "the server is not ready");
         }
         handler(body, record, res);
+      } catch (const ClientGone&) {
+        res.status = 499;  // nobody reads it; a body keeps the error handler from adding another
+        res.set_content("client closed the connection\n", "text/plain");
       } catch (const ApiError& e) {
+        if (e.code() == ErrorCode::kQueueFull) ctx.metrics.count_shed("queue_full");
         send_error(res, e, path);
       } catch (const std::exception& e) {
         server_log().error("req={} {}: unexpected error: {}", record->id(), path, e.what());

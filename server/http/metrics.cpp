@@ -32,7 +32,8 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
 }
 
 ServerMetrics::ServerMetrics()
-    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
+    : release_steps_({0, 1, 2, 4, 8, 16, 64}),
+      ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
       e2e_({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}) {}
 
@@ -52,6 +53,11 @@ void ServerMetrics::count_disconnect() {
   ++disconnects_;
 }
 
+void ServerMetrics::count_shed(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++shed_[reason];
+}
+
 std::string ServerMetrics::render(const EngineStats* stats, const std::string& model_name) const {
   std::string out;
   std::string label = fmt::format("model_name=\"{}\"", model_name);
@@ -68,10 +74,41 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     out += fmt::format("# HELP voltserve_generation_tokens_total Generated tokens of finished requests.\n"
                        "# TYPE voltserve_generation_tokens_total counter\nvoltserve_generation_tokens_total{{{}}} {}\n",
                        label, generation_tokens_);
-    out += fmt::format("# HELP voltserve_client_disconnects_total Streams the client closed before the end.\n"
+    out += fmt::format("# HELP voltserve_client_disconnects_total Requests whose client closed the connection before "
+                       "the answer was complete (streaming or not); each was cancelled.\n"
                        "# TYPE voltserve_client_disconnects_total counter\nvoltserve_client_disconnects_total {}\n",
                        disconnects_);
+    const FrontEndCounters& f = connections_;
+    std::map<std::string, uint64_t> shed = shed_;
+    shed["connection_limit"] += f.shed_connection_limit.load();
+    shed["address_limit"] += f.shed_address_limit.load();
+    shed["buffer_limit"] += f.shed_buffer_limit.load();
+    shed["workers_busy"] += f.shed_workers_busy.load();
+    shed["queue_full"] += 0;
+    out += "# HELP voltserve_requests_shed_total Requests refused for capacity with 429/503 and Retry-After, by reason.\n"
+           "# TYPE voltserve_requests_shed_total counter\n";
+    for (const auto& [reason, n] : shed) out += fmt::format("voltserve_requests_shed_total{{reason=\"{}\"}} {}\n", reason, n);
+    auto counter = [&](const char* name, const char* help, uint64_t value) {
+      out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{} {}\n", name, help, name, name, value);
+    };
+    out += fmt::format("# HELP voltserve_http_connections_open Client connections open now.\n"
+                       "# TYPE voltserve_http_connections_open gauge\nvoltserve_http_connections_open {}\n",
+                       f.open.load());
+    counter("voltserve_http_connections_total", "Client connections accepted.", f.accepted.load());
+    counter("voltserve_http_header_timeouts_total",
+            "Connections closed because no complete request header came within --header-timeout.",
+            f.header_timeouts.load());
+    counter("voltserve_http_body_timeouts_total", "Requests whose body did not come within --body-timeout.",
+            f.body_timeouts.load());
+    counter("voltserve_http_idle_closed_total", "Keep-alive connections closed after --keep-alive-timeout.",
+            f.idle_closed.load());
+    counter("voltserve_http_connections_evicted_total",
+            "Idle or slow connections closed at --max-connections to admit a new one.", f.evicted.load());
+    counter("voltserve_http_malformed_requests_total",
+            "Requests refused before routing (malformed, header or body too large).", f.malformed.load());
   }
+  release_steps_.render("voltserve_disconnect_release_steps",
+                        "Engine steps from cancelling a disconnected client's request to its release.", out);
   if (stats) {
     auto gauge = [&](const char* name, const char* help, double value) {
       out += fmt::format("# HELP {} {}\n# TYPE {} gauge\n{}{{{}}} {}\n", name, help, name, name, label, value);
@@ -85,6 +122,10 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_state_slots_total", "Recurrent-state slots.", stats->state_slots_total);
     gauge("voltserve_state_slots_free", "Free recurrent-state slots.", stats->state_slots_free);
     gauge("voltserve_engine_steps_total", "Engine steps run.", static_cast<double>(stats->n_steps));
+    out += fmt::format("# HELP voltserve_num_preemptions_total Sequences that gave back their KV pages and state slot "
+                       "when the pool ran out, and recomputed later.\n"
+                       "# TYPE voltserve_num_preemptions_total counter\nvoltserve_num_preemptions_total{{{}}} {}\n",
+                       label, stats->n_preemptions);
     gauge("voltserve_engine_healthy", "1 when the engine can serve.", stats->healthy ? 1 : 0);
     gauge("voltserve_structured_output_masks_total", "Structured-output token masks computed.",
           static_cast<double>(stats->n_token_masks));
@@ -93,6 +134,27 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_structured_output_mask_wait_seconds_total",
           "Time the step waited for masks after its forward (the part the forward did not hide).",
           static_cast<double>(stats->mask_wait_us_total) * 1e-6);
+    // Speculative decoding (vLLM's spec_decode names): drafts proposed and accepted, in all and per draft position
+    // (position 1 is the first draft of a round).
+    if (stats->max_speculative_k > 0) {
+      auto counter = [&](const char* name, const char* help, uint64_t value) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{{}}} {}\n", name, help, name, name, label, value);
+      };
+      counter("voltserve_spec_decode_num_draft_tokens_total", "Draft tokens proposed by the MTP head.",
+              stats->n_tokens_drafted_total);
+      counter("voltserve_spec_decode_num_accepted_tokens_total", "Draft tokens the target accepted.",
+              stats->n_tokens_accepted_total);
+      auto per_position = [&](const char* name, const char* help, const std::vector<uint64_t>& values) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", name, help, name);
+        for (size_t j = 0; j < values.size(); ++j) {
+          out += fmt::format("{}{{{},position=\"{}\"}} {}\n", name, label, j + 1, values[j]);
+        }
+      };
+      per_position("voltserve_spec_decode_num_draft_tokens_per_pos", "Draft tokens proposed at each draft position.",
+                   stats->drafted_per_position_total);
+      per_position("voltserve_spec_decode_num_accepted_tokens_per_pos", "Draft tokens accepted at each draft position.",
+                   stats->accepted_per_position_total);
+    }
   }
   ttft_.render("voltserve_time_to_first_token_seconds", "Submit to first generated token.", out);
   itl_.render("voltserve_inter_token_latency_seconds", "Time between generated tokens of a stream.", out);

@@ -1,6 +1,8 @@
 // See serve_settings.h.
 #include "http/serve_settings.h"
 
+#include <charconv>
+
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
@@ -23,6 +25,18 @@ Status type_error(const std::filesystem::path& file, const std::string& key, con
 }
 
 }  // namespace
+
+bool parse_speculative_k(const std::string& text, int32_t& out) {
+  if (text == "auto") {
+    out = -1;
+    return true;
+  }
+  int32_t v = -1;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || ptr != text.data() + text.size() || v < 0 || v > 31) return false;
+  out = v;
+  return true;
+}
 
 Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
   std::ifstream in(file);
@@ -53,6 +67,11 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
       dst = v.get<double>();
       return Status::ok();
     };
+    auto positive = [&](double& dst) -> Status {
+      if (!v.is_number() || v.get<double>() <= 0) return type_error(file, k, "a positive number of seconds");
+      dst = v.get<double>();
+      return Status::ok();
+    };
     auto strings = [&](std::vector<std::string>& dst) -> Status {
       if (v.is_string()) {
         dst = {v.get<std::string>()};
@@ -79,9 +98,24 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     else if (k == "max_running") st = int32(s.max_running, 1, 4096);
     else if (k == "max_waiting") st = int32(s.max_waiting, 0, 1 << 20);
     else if (k == "context") st = int32(s.context, 0, 1 << 24);
+    else if (k == "kv_pages") st = int32(s.kv_pages, 0, 1 << 26);
+    else if (k == "lm_head") {
+      st = str(s.lm_head);
+      if (st.is_ok() && s.lm_head != "keep" && s.lm_head != "fp8" && s.lm_head != "nvfp4") {
+        st = type_error(file, k, "\"keep\", \"fp8\" or \"nvfp4\"");
+      }
+    }
     else if (k == "max_tokens_per_step") st = int32(s.max_tokens_per_step, 1, 1 << 20);
     else if (k == "prefill_chunk") st = int32(s.prefill_chunk, 1, 1 << 20);
     else if (k == "max_n") st = int32(s.max_n, 1, 128);
+    else if (k == "speculative_k") {
+      if (v.is_string() ? !parse_speculative_k(v.get<std::string>(), s.speculative_k) : !v.is_number_integer()) {
+        st = type_error(file, k, "\"auto\" or an integer in [0, 31]");
+      } else if (!v.is_string()) {
+        st = int32(s.speculative_k, 0, 31);
+      }
+    }
+    else if (k == "max_speculative_k") st = int32(s.max_speculative_k, 0, 31);
     else if (k == "host") st = str(s.http.host);
     else if (k == "port") { st = int32(port, 0, 65535); s.http.port = port; }
     else if (k == "api_keys") st = strings(s.http.api_keys);
@@ -94,6 +128,12 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
     else if (k == "keepalive_interval") st = number(s.http.keepalive_interval_s);
     else if (k == "served_model_name") st = str(s.http.served_model_name);
     else if (k == "http_threads") { st = int32(http_threads, 0, 4096); s.http.http_threads = http_threads; }
+    else if (k == "header_timeout") st = positive(s.http.header_timeout_s);
+    else if (k == "body_timeout") st = positive(s.http.body_timeout_s);
+    else if (k == "keep_alive_timeout") st = positive(s.http.keep_alive_timeout_s);
+    else if (k == "write_timeout") st = positive(s.http.write_timeout_s);
+    else if (k == "max_connections") st = int32(s.http.max_connections, 16, 1 << 20);
+    else if (k == "max_connections_per_address") st = int32(s.http.max_connections_per_address, 0, 1 << 20);
     else if (k == "response_store_entries" || k == "response_store_mib") {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t{1} << 30)) {
         st = type_error(file, k, "an integer in [0, 2^30]");

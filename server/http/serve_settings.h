@@ -21,11 +21,21 @@ struct ServeSettings {
   int32_t max_running = 16;
   int32_t max_waiting = 64;
   int32_t context = 0;     // 0 = the model's (capped by the runner)
+  int32_t kv_pages = 0;    // KV pages of 16 tokens; 0 = as many as fit (GPU memory plan) or max_running contexts
+  std::string lm_head = "keep";  // keep, fp8 or nvfp4: a BF16 lm_head quantized at load
   int32_t max_tokens_per_step = 256;
   int32_t prefill_chunk = 128;
   int32_t max_n = 8;
+  // Speculative decoding with the model's MTP head: the default of requests (-1 auto, 0 off, 1..max) and the most
+  // drafts per round any request may use (0: never; the MTP head is then not loaded). Only where the model has an
+  // MTP head and the backend verifies drafts.
+  int32_t speculative_k = -1;
+  int32_t max_speculative_k = 8;
   ServeOptions http;
 };
+
+// "auto" -> -1, "0".."31" -> the number; false for anything else.
+bool parse_speculative_k(const std::string& text, int32_t& out);
 
 // Applies a config file's keys onto `settings`. Unknown keys and wrong types are errors naming the key.
 Status apply_config_file(const std::filesystem::path& file, ServeSettings& settings);

@@ -25,6 +25,7 @@ Request make_engine_request(const ServerContext& ctx, const std::string& request
   for (int32_t id : options.stop_token_ids) r.stop_token_ids.push_back(id);
   r.n_top_logprobs = options.logprobs ? options.top_logprobs : -1;
   r.constraint = options.constraint;
+  r.speculative_k = options.speculative_k;
   return r;
 }
 
@@ -38,6 +39,7 @@ void start_sse(httplib::Response& res, std::shared_ptr<StreamSession> session) {
       [session](size_t, httplib::DataSink& sink) {
         bool done = false;
         std::string out = session->step(done);
+        if (session->client_gone()) return false;
         if (!out.empty() && !sink.write(out.data(), out.size())) {
           session->disconnected();
           return false;

@@ -30,6 +30,8 @@ struct StreamSession {
   virtual ~StreamSession() = default;
   virtual std::string step(bool& done) = 0;
   virtual void disconnected() = 0;
+  // True once the session learned that the client hung up (and cancelled): the stream ends without another write.
+  virtual bool client_gone() const { return false; }
 };
 
 // Sets the SSE headers and a chunked provider driving `session`.

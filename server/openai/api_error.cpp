@@ -17,6 +17,11 @@ const ErrorKind& error_kind(ErrorCode code) {
   static const ErrorKind kInternal{500, "server_error", "internal_error", "api_error"};
   static const ErrorKind kUnavailable{503, "server_error", "unavailable", "overloaded_error"};
   static const ErrorKind kTimeout{504, "server_error", "timeout", "timeout_error"};
+  static const ErrorKind kRequestTimeout{408, "invalid_request_error", "request_timeout", "timeout_error"};
+  static const ErrorKind kUriTooLong{414, "invalid_request_error", "uri_too_long", "request_too_large"};
+  static const ErrorKind kHeadersTooLarge{431, "invalid_request_error", "headers_too_large", "request_too_large"};
+  static const ErrorKind kTooManyConnections{429, "rate_limit_error", "too_many_connections", "rate_limit_error"};
+  static const ErrorKind kServerBusy{503, "server_error", "server_busy", "overloaded_error"};
   switch (code) {
     case ErrorCode::kInvalidJson: return kInvalidJson;
     case ErrorCode::kInvalidRequest: return kInvalidRequest;
@@ -31,6 +36,11 @@ const ErrorKind& error_kind(ErrorCode code) {
     case ErrorCode::kInternal: return kInternal;
     case ErrorCode::kUnavailable: return kUnavailable;
     case ErrorCode::kTimeout: return kTimeout;
+    case ErrorCode::kRequestTimeout: return kRequestTimeout;
+    case ErrorCode::kUriTooLong: return kUriTooLong;
+    case ErrorCode::kHeadersTooLarge: return kHeadersTooLarge;
+    case ErrorCode::kTooManyConnections: return kTooManyConnections;
+    case ErrorCode::kServerBusy: return kServerBusy;
   }
   return kInternal;
 }

@@ -26,6 +26,12 @@ enum class ErrorCode {
   kInternal,               // 500: a bug or engine fault
   kUnavailable,            // 503: loading, draining or faulted
   kTimeout,                // 504: the request ran past --request-timeout
+  // Decided by the connection front end, before routing:
+  kRequestTimeout,         // 408: header or body did not arrive within --header-timeout / --body-timeout
+  kUriTooLong,             // 414: request line beyond 8 KiB
+  kHeadersTooLarge,        // 431: a header line beyond 8 KiB, or the whole header beyond 64 KiB
+  kTooManyConnections,     // 429: --max-connections-per-address reached
+  kServerBusy,             // 503: connection cap, buffered-bytes budget or every HTTP worker taken
 };
 
 struct ErrorKind {

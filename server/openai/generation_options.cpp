@@ -179,6 +179,25 @@ void read_generation_options(const Json& body, const RequestLimits& limits, bool
     out.top_logprobs = static_cast<int32_t>(integer_value(*lp, "logprobs", 0, 5));
   }
 
+  if (const Json* k = find_field(body, "speculative_k")) {
+    // An integer 0..max, or "auto" (picked per round from the request's acceptance); output is unchanged by it.
+    if (k->is_string() && k->get_ref<const std::string&>() == "auto") {
+      out.speculative_k = -1;
+    } else if (k->is_string()) {
+      fail_invalid("speculative_k", "'speculative_k' must be an integer or \"auto\"");
+    } else {
+      out.speculative_k = static_cast<int32_t>(integer_value(*k, "speculative_k", 0, 1024));
+    }
+    // "auto" is the server's choice, so a server that does not speculate takes it (and 0) as plain decoding.
+    if (*out.speculative_k > 0 && limits.max_speculative_k == 0) {
+      fail_unsupported("speculative_k", "'speculative_k': this server does not speculate (the model has no MTP head, "
+                                        "its backend cannot verify drafts, or --max-speculative-k is 0)");
+    }
+    if (*out.speculative_k > limits.max_speculative_k) {
+      fail_invalid("speculative_k", fmt::format("'speculative_k' must be at most {} on this server, got {}",
+                                                limits.max_speculative_k, *out.speculative_k));
+    }
+  }
   if (auto min_tokens = read_integer(body, "min_tokens", "min_tokens", 0, kMaxTokensCap); min_tokens && *min_tokens > 0) {
     fail_unsupported("min_tokens", "'min_tokens' is not supported by this server");
   }

@@ -34,6 +34,7 @@ struct GenerationOptions {
   std::optional<StructuredOutput> structured;  // a constraint on the output (structured_output.h)
   // `structured` compiled for the model (http/constraint_compile.h); make_engine_request hands it to the engine.
   std::shared_ptr<const CompiledConstraint> constraint;
+  std::optional<int32_t> speculative_k;  // extension: drafts per round, 0 off, -1 "auto"; unset: the server's
 };
 
 // Reads every shared field of `body` into `out`; throws ApiError naming the field on any problem.

@@ -21,6 +21,7 @@ struct RequestLimits {
   int32_t max_tools = 128;
   int32_t max_logit_bias = 1024;
   int32_t max_prompts = 8;               // /v1/completions prompt arrays
+  int32_t max_speculative_k = 0;         // speculative_k's limit (the engine's; 0: the server does not speculate)
 };
 
 inline constexpr int64_t kMaxTokensCap = 1 << 24;

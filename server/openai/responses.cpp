@@ -32,6 +32,14 @@ Json usage_json(const Usage& usage) {
   u["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
   u["prompt_tokens_details"] = {{"cached_tokens", 0}};
   if (usage.reasoning_tokens >= 0) u["completion_tokens_details"] = {{"reasoning_tokens", usage.reasoning_tokens}};
+  if (usage.drafted_tokens > 0) {  // an extension object, as vLLM-style clients ignore unknown usage keys
+    u["speculative"] = {{"drafted_tokens", usage.drafted_tokens},
+                        {"accepted_tokens", usage.accepted_tokens},
+                        {"acceptance_rate", static_cast<double>(usage.accepted_tokens) /
+                                                static_cast<double>(usage.drafted_tokens)},
+                        {"drafted_per_position", usage.drafted_per_position},
+                        {"accepted_per_position", usage.accepted_per_position}};
+  }
   return u;
 }
 

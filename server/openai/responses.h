@@ -24,6 +24,11 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t reasoning_tokens = -1;  // < 0: completion_tokens_details omitted
+  // Speculative decoding (all choices): drafts proposed and accepted, per draft position; omitted when none.
+  int64_t drafted_tokens = 0;
+  int64_t accepted_tokens = 0;
+  std::vector<int64_t> drafted_per_position = {};
+  std::vector<int64_t> accepted_per_position = {};
 };
 
 Json usage_json(const Usage& usage);

@@ -2,6 +2,7 @@
 model on the CPU, waits for /health, and always stops it. Tiny check helpers so failures name what was wrong."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -16,6 +17,11 @@ SOURCE_DIR = os.environ.get("VOLTSERVE_SOURCE_DIR", os.path.abspath(os.path.join
 BINARY_DIR = os.environ.get("VOLTSERVE_BINARY_DIR", os.path.join(SOURCE_DIR, "build"))
 BINARY = os.environ.get("VOLTSERVE_BINARY", os.path.join(BINARY_DIR, "voltserve"))
 MODEL_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "tiny-chat")
+# VOLTSERVE_E2E_MODEL names another fixture folder to serve under the same name (the e2e_spec_* runs serve
+# tiny-chat-mtp, tiny-chat with an MTP head, so every request speculates: the suites must pass unchanged).
+E2E_MODEL = os.environ.get("VOLTSERVE_E2E_MODEL", "")
+SANITIZER_REPORT = re.compile(r"ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:|"
+                              r"ThreadSanitizer: reported|SUMMARY: (Address|Undefined|Thread)")
 
 
 def free_port():
@@ -27,13 +33,16 @@ def free_port():
 class Server:
     """A running voltserve; use as a context manager so it is always killed."""
 
-    def __init__(self, *extra_args, api_key=None, ready_timeout=60):
+    def __init__(self, *extra_args, api_key=None, ready_timeout=60, context=1024):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix="voltserve-e2e-", suffix=".log", delete=False)
         args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1",
-                "--context", "1024", *extra_args]
+                "--context", str(context), *extra_args]
+        if E2E_MODEL:
+            args += ["--model", os.path.join(SOURCE_DIR, "tests", "fixtures", "models", E2E_MODEL),
+                     "--served-model-name", "tiny-chat"]
         if api_key:
             args += ["--api-key", api_key]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
@@ -82,7 +91,9 @@ class Server:
                 values[bare] = values.get(bare, 0.0) + float(value)
         return values
 
-    def stop(self, sig=signal.SIGKILL, timeout=30):
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Stops the server (SIGTERM: it drains and exits, so a sanitizer build checks for leaks at exit; SIGKILL
+        after `timeout`) and returns its exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
@@ -92,12 +103,50 @@ class Server:
                 self.proc.wait()
         return self.proc.returncode
 
+    def sanitizer_reports(self):
+        """Lines of AddressSanitizer, LeakSanitizer, UndefinedBehaviorSanitizer or ThreadSanitizer reports."""
+        self.log.flush()
+        with open(self.log.name, errors="replace") as f:
+            return [l.rstrip() for l in f if SANITIZER_REPORT.search(l)]
+
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.stop()
+    def __exit__(self, exc_type, exc, tb):
+        code = self.stop()
+        reports = self.sanitizer_reports()
+        text = self.log_text()
         os.unlink(self.log.name)
+        # A sanitizer report or a failed exit fails the suite even when every check passed (the server may have
+        # found the bug while answering a request whose check passed).
+        if reports or code not in (0, -signal.SIGKILL):
+            print(f"voltserve exited with {code}; sanitizer reports: {reports[:5]}\n{text}", flush=True)
+            if exc_type in (None, SystemExit):
+                sys.exit(1)
+
+
+def raise_open_files(n):
+    """Raises this process's open-file limit (inherited by the servers it starts) to at least n, or to the hard
+    limit; returns the soft limit now in force."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n if hard == resource.RLIM_INFINITY else min(n, hard)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def rss_bytes(pid):
+    """Resident set size of a process (VmRSS), in bytes."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def open_fds(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def request(method, url, data=None, headers=None, timeout=60):

@@ -6,7 +6,9 @@ import json
 
 import openai
 
-from harness import Checks, Server
+from harness import E2E_MODEL, Checks, Server
+
+SPECULATING = E2E_MODEL == "tiny-chat-mtp"
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
@@ -46,6 +48,18 @@ def main():
                 c.check(extra.get("reasoning") == extra.get("reasoning_content"), "reasoning mirrors reasoning_content")
             again = client.chat.completions.create(model=model, messages=MSG, max_tokens=8, temperature=0)
             c.check(again.choices[0].message == r.choices[0].message, "greedy is reproducible")
+            # Speculative decoding (the e2e_spec_* runs serve a model with an MTP head, default k auto): the same
+            # greedy text with it off, and usage says what was drafted only when it was on.
+            plain = client.chat.completions.create(model=model, messages=MSG, max_tokens=8, temperature=0,
+                                                   extra_body={"speculative_k": 0})
+            c.check(plain.choices[0].message == r.choices[0].message, "speculative_k 0 gives the same greedy text")
+            c.check("speculative" not in (plain.usage.model_extra or {}), "no speculative usage when off")
+            spec = (r.usage.model_extra or {}).get("speculative")
+            if SPECULATING:
+                c.check(spec is not None and spec["drafted_tokens"] > 0, f"usage.speculative when speculating: {spec}")
+                c.check(0 <= spec["accepted_tokens"] <= spec["drafted_tokens"], "accepted <= drafted")
+            else:
+                c.check(spec is None, "no speculative usage on a model without an MTP head")
 
         def chat_thinking_off(c):
             r = client.chat.completions.create(model=model, messages=MSG, max_tokens=8, temperature=0,

@@ -297,6 +297,9 @@ TEST_CASE("cancel: final kCancelled within one step, pages and slot back in the 
   CHECK(s.final_event.finish_reason == FinishReason::kCancelled);
   CHECK(s.final_event.n_tokens_generated == static_cast<int32_t>(s.tokens.size()));
   CHECK(at_final.n_steps <= steps_after_cancel + 1);
+  // The final event says how many steps the engine had run: at most the one in flight when cancel() came.
+  CHECK(s.final_event.n_steps == at_final.n_steps);
+  CHECK(s.final_event.n_steps <= steps_after_cancel + 1);
   CHECK(at_final.kv_pages_free == at_final.kv_pages_total);
   CHECK(at_final.state_slots_free == at_final.state_slots_total);
   engine->cancel(*id);   // twice: ignored

@@ -228,3 +228,53 @@ TEST_CASE("random states: every plan respects budget, chunk, pages, slots, FCFS 
     }
   }
 }
+
+namespace {
+
+// A decoding sequence with a pending verify item: its last generated token and k drafts, the draft chain writing
+// `lookahead` positions past them.
+SchedSeq verifying(uint64_t arrival, int32_t n_computed, int32_t k, int32_t lookahead) {
+  SchedSeq s = decoding(arrival, n_computed);
+  s.n_target = n_computed + 1 + k;
+  s.n_draft = k;
+  s.n_lookahead = lookahead;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a verify item is one decode of k + 1 tokens, never cut by the prefill chunk", "[unit]") {
+  std::vector<SchedSeq> seqs = {verifying(1, 10, 4, 4), waiting(2, 100)};
+  const StepPlan plan = plan_step(seqs, limits(16, 2), 300, 4);
+  const StepItem* v = find(plan, 0);
+  REQUIRE(v != nullptr);
+  CHECK(v->n_tokens == 5);  // whole, though the prefill chunk is 2
+  CHECK(v->need_logits);
+  // Pages cover the item and the draft chain's lookahead: positions up to 10 + 5 + 4 = 19 -> 5 pages, 3 held.
+  CHECK(v->n_new_pages == 2);
+  const StepItem* p = find(plan, 1);
+  REQUIRE(p != nullptr);
+  CHECK(p->n_tokens == 2);  // the prefill gets its chunk from what the item left
+  CHECK(plan.n_tokens == 7);
+}
+
+TEST_CASE("a verify item the budget cannot hold drops its trailing drafts, it is never split", "[unit]") {
+  std::vector<SchedSeq> seqs = {decoding(1, 20), verifying(2, 10, 6, 6), waiting(3, 50)};
+  const StepPlan plan = plan_step(seqs, limits(4, 8), 300, 4);
+  const StepItem* v = find(plan, 1);
+  REQUIRE(v != nullptr);
+  CHECK(v->n_tokens == 3);  // the budget left after the plain decode: its token and two drafts
+  CHECK(v->need_logits);    // verified now; the dropped drafts are never scheduled as a later chunk
+  CHECK(find(plan, 2) == nullptr);
+  CHECK(plan.n_tokens == 4);
+}
+
+TEST_CASE("admission reserves the lookahead of a speculating sequence", "[unit]") {
+  // 7 tokens reach 2 pages; with a lookahead of 4 the whole target needs 3, and only 2 are free.
+  std::vector<SchedSeq> seqs = {waiting(1, 7)};
+  seqs[0].n_lookahead = 4;
+  CHECK(plan_step(seqs, limits(16, 16), 2, 4).items.empty());
+  const StepPlan fits = plan_step(seqs, limits(16, 16), 3, 4);
+  REQUIRE(fits.items.size() == 1);
+  CHECK(fits.items[0].n_new_pages == 3);
+}

@@ -16,6 +16,12 @@ TEST_CASE("error table maps codes to status and type", "[unit]") {
   CHECK(error_kind(ErrorCode::kQueueFull).http_status == 429);
   CHECK(error_kind(ErrorCode::kUnavailable).http_status == 503);
   CHECK(std::string(error_kind(ErrorCode::kContextLengthExceeded).code) == "context_length_exceeded");
+  CHECK(error_kind(ErrorCode::kRequestTimeout).http_status == 408);
+  CHECK(error_kind(ErrorCode::kUriTooLong).http_status == 414);
+  CHECK(error_kind(ErrorCode::kHeadersTooLarge).http_status == 431);
+  CHECK(error_kind(ErrorCode::kTooManyConnections).http_status == 429);
+  CHECK(std::string(error_kind(ErrorCode::kTooManyConnections).type) == "rate_limit_error");
+  CHECK(error_kind(ErrorCode::kServerBusy).http_status == 503);
 }
 
 TEST_CASE("error body has message, type, param, code", "[unit]") {

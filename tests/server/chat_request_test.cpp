@@ -184,3 +184,26 @@ TEST_CASE("context check fills max_tokens and names both numbers", "[unit]") {
   big.max_tokens = 500;
   CHECK_API_ERROR(check_context(big, 100, 512, "messages"), 400, "max_tokens");
 }
+
+TEST_CASE("speculative_k: an integer up to the server's limit or \"auto\"; unset keeps the server's", "[unit]") {
+  RequestLimits l = limits();
+  l.max_speculative_k = 8;
+  auto parse = [&](Json v) {
+    Json b = base();
+    b["speculative_k"] = std::move(v);
+    return parse_chat_request(b, l);
+  };
+  CHECK_FALSE(parse_chat_request(base(), l).options.speculative_k.has_value());
+  CHECK(parse(0).options.speculative_k == 0);
+  CHECK(parse(8).options.speculative_k == 8);
+  CHECK(parse("auto").options.speculative_k == -1);
+  CHECK_API_ERROR(parse(9), 400, "speculative_k");
+  CHECK_API_ERROR(parse(-1), 400, "speculative_k");
+  CHECK_API_ERROR(parse(2.5), 400, "speculative_k");
+  CHECK_API_ERROR(parse("fast"), 400, "speculative_k");
+  // A server that does not speculate takes 0 and "auto" as plain decoding and refuses a k, naming the field.
+  l.max_speculative_k = 0;
+  CHECK(parse(0).options.speculative_k == 0);
+  CHECK(parse("auto").options.speculative_k == -1);
+  CHECK_API_ERROR(parse(1), 400, "speculative_k");
+}

@@ -20,15 +20,35 @@ TEST_CASE("metrics render in the Prometheus text format", "[unit]") {
   s.kv_pages_free = 60;
   s.state_slots_total = 4;
   s.state_slots_free = 2;
+  s.n_preemptions = 3;
   std::string text = m.render(&s, "tiny");
   CHECK(text.find("voltserve_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 2") != std::string::npos);
   CHECK(text.find("status=\"400\"} 1") != std::string::npos);
   CHECK(text.find("voltserve_num_requests_running{model_name=\"tiny\"} 2") != std::string::npos);
   CHECK(text.find("voltserve_kv_pages_free{model_name=\"tiny\"} 60") != std::string::npos);
   CHECK(text.find("voltserve_state_slots_free{model_name=\"tiny\"} 2") != std::string::npos);
+  CHECK(text.find("# TYPE voltserve_num_preemptions_total counter\nvoltserve_num_preemptions_total{model_name=\"tiny\"} 3\n") !=
+        std::string::npos);
   CHECK(text.find("voltserve_prompt_tokens_total{model_name=\"tiny\"} 10") != std::string::npos);
   CHECK(text.find("voltserve_time_to_first_token_seconds_bucket{le=\"0.025\"} 1") != std::string::npos);
   CHECK(text.find("voltserve_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2") != std::string::npos);
   CHECK(text.find("voltserve_time_to_first_token_seconds_count 2") != std::string::npos);
   CHECK(text.find("# TYPE voltserve_time_to_first_token_seconds histogram") != std::string::npos);
+}
+
+TEST_CASE("speculative decoding counters render per draft position", "[unit]") {
+  ServerMetrics m;
+  EngineStats s;
+  CHECK(m.render(&s, "tiny").find("spec_decode") == std::string::npos);  // not a speculating engine
+  s.max_speculative_k = 2;
+  s.n_tokens_drafted_total = 10;
+  s.n_tokens_accepted_total = 7;
+  s.drafted_per_position_total = {5, 5};
+  s.accepted_per_position_total = {4, 3};
+  std::string text = m.render(&s, "tiny");
+  CHECK(text.find("voltserve_spec_decode_num_draft_tokens_total{model_name=\"tiny\"} 10") != std::string::npos);
+  CHECK(text.find("voltserve_spec_decode_num_accepted_tokens_total{model_name=\"tiny\"} 7") != std::string::npos);
+  CHECK(text.find("voltserve_spec_decode_num_accepted_tokens_per_pos{model_name=\"tiny\",position=\"2\"} 3") !=
+        std::string::npos);
+  CHECK(text.find("# TYPE voltserve_spec_decode_num_draft_tokens_total counter") != std::string::npos);
 }

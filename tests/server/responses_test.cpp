@@ -57,3 +57,19 @@ TEST_CASE("logprob entries carry bytes", "[unit]") {
   CHECK(e["bytes"] == Json::array({104, 105}));
   CHECK(e["top_logprobs"].size() == 2);
 }
+
+TEST_CASE("usage carries the speculative extension object only when drafts were made", "[unit]") {
+  Usage u{20, 9, -1};
+  CHECK_FALSE(usage_json(u).contains("speculative"));
+  u.drafted_tokens = 8;
+  u.accepted_tokens = 6;
+  u.drafted_per_position = {4, 4};
+  u.accepted_per_position = {4, 2};
+  Json s = usage_json(u)["speculative"];
+  CHECK(s["drafted_tokens"] == 8);
+  CHECK(s["accepted_tokens"] == 6);
+  CHECK(s["acceptance_rate"].get<double>() == 0.75);
+  CHECK(s["drafted_per_position"] == Json::array({4, 4}));
+  CHECK(s["accepted_per_position"] == Json::array({4, 2}));
+  CHECK(usage_json(u)["total_tokens"] == 29);  // the standard keys are unchanged by it
+}

@@ -31,6 +31,26 @@ TEST_CASE("config file keys apply", "[unit]") {
   CHECK(s.http.request_timeout_s == 1.5);
   CHECK(s.http.served_model_name == "m");
   CHECK_FALSE(s.http.mirror_reasoning);
+  REQUIRE(apply_config_file(write("vs_cfg_mem.json", R"({"kv_pages": 512, "lm_head": "nvfp4"})"), s).is_ok());
+  CHECK(s.kv_pages == 512);
+  CHECK(s.lm_head == "nvfp4");
+}
+
+TEST_CASE("config file connection limits apply; zero or negative timeouts are refused", "[unit]") {
+  ServeSettings s;
+  auto p = write("vs_cfg_conn.json", R"({"header_timeout": 2.5, "body_timeout": 30, "keep_alive_timeout": 5,
+                                         "write_timeout": 7, "max_connections": 100, "max_connections_per_address": 8})");
+  REQUIRE(apply_config_file(p, s).is_ok());
+  CHECK(s.http.header_timeout_s == 2.5);
+  CHECK(s.http.body_timeout_s == 30);
+  CHECK(s.http.keep_alive_timeout_s == 5);
+  CHECK(s.http.write_timeout_s == 7);
+  CHECK(s.http.max_connections == 100);
+  CHECK(s.http.max_connections_per_address == 8);
+  Status zero = apply_config_file(write("vs_cfg_conn0.json", R"({"header_timeout": 0})"), s);
+  CHECK(zero.message().find("header_timeout") != std::string::npos);
+  Status few = apply_config_file(write("vs_cfg_conn1.json", R"({"max_connections": 3})"), s);
+  CHECK(few.message().find("max_connections") != std::string::npos);
 }
 
 TEST_CASE("the response store bounds come from the config file", "[unit]") {
@@ -50,6 +70,10 @@ TEST_CASE("config file errors name the key", "[unit]") {
   Status type = apply_config_file(write("vs_cfg_bad2.json", R"({"max_running": "many"})"), s);
   CHECK(type.message().find("max_running") != std::string::npos);
   CHECK_FALSE(apply_config_file(write("vs_cfg_bad3.json", "[1]"), s).is_ok());
+  Status head = apply_config_file(write("vs_cfg_bad4.json", R"({"lm_head": "int4"})"), s);
+  CHECK(head.message().find("lm_head") != std::string::npos);
+  Status pages = apply_config_file(write("vs_cfg_bad5.json", R"({"kv_pages": -1})"), s);
+  CHECK(pages.message().find("kv_pages") != std::string::npos);
   CHECK_FALSE(apply_config_file("/nonexistent/x.json", s).is_ok());
 }
 
@@ -64,4 +88,27 @@ TEST_CASE("presets in config/ are valid", "[unit]") {
 
 TEST_CASE("the default model is the bundled fixture", "[unit]") {
   CHECK(std::filesystem::exists(default_model_dir() / "config.json"));
+}
+
+TEST_CASE("speculative_k and max_speculative_k come from the config file", "[unit]") {
+  ServeSettings s;
+  CHECK(s.speculative_k == -1);  // auto
+  REQUIRE(apply_config_file(write("vs_cfg_spec.json", R"({"speculative_k": 3, "max_speculative_k": 5})"), s).is_ok());
+  CHECK(s.speculative_k == 3);
+  CHECK(s.max_speculative_k == 5);
+  REQUIRE(apply_config_file(write("vs_cfg_spec_auto.json", R"({"speculative_k": "auto"})"), s).is_ok());
+  CHECK(s.speculative_k == -1);
+  for (const char* bad : {R"({"speculative_k": "fast"})", R"({"speculative_k": 32})", R"({"max_speculative_k": -1})"}) {
+    Status st = apply_config_file(write("vs_cfg_spec_bad.json", bad), s);
+    INFO(bad);
+    CHECK(st.message().find("speculative_k") != std::string::npos);
+  }
+  int32_t k = 0;
+  CHECK(parse_speculative_k("auto", k));
+  CHECK(k == -1);
+  CHECK(parse_speculative_k("15", k));
+  CHECK(k == 15);
+  CHECK_FALSE(parse_speculative_k("32", k));
+  CHECK_FALSE(parse_speculative_k("2x", k));
+  CHECK_FALSE(parse_speculative_k("", k));
 }

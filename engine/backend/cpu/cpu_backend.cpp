@@ -49,7 +49,7 @@ kernels::norm::RmsNormArgs norm_args(const Tensor& x, Tensor* residual, const Te
 }  // namespace
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
-    : pool_(default_threads(options.n_threads)), gdn_mode_(options.gdn_mode) {}
+    : pool_(default_threads(options.n_threads)), gdn_mode_(options.gdn_mode), accept_rule_(options.accept_rule) {}
 
 void CpuBackend::fail(Status s) {
   if (step_status_.is_ok()) step_status_ = std::move(s);
@@ -345,54 +345,136 @@ void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidde
   const auto& outputs = batch_->outputs;
   const auto n_out = static_cast<int64_t>(outputs.size());
   const int64_t vocab = head.n();
-  const int64_t chunk = logits_ws.rows;
-  const std::vector<kernels::sampling::RowParams> params = sampler_rows(*batch_);
-  for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
-    const int64_t nr = std::min(chunk, n_out - r0);
+  const int32_t n_vocab_real = std::min<int32_t>(
+      limits_.n_vocab_real > 0 ? limits_.n_vocab_real : static_cast<int32_t>(vocab), static_cast<int32_t>(vocab));
+  // A verify item's rows (kOutAccept, consecutive) are decided together: a chunk never splits them.
+  auto item_end = [&](int64_t r) {
+    const int32_t row = outputs[static_cast<size_t>(r)].row;
+    int32_t seq_end = row + 1;
+    for (const kernels::SeqDesc& q : batch_->seqs) {
+      if (row >= q.row0 && row < q.row0 + q.n_tokens) seq_end = q.row0 + q.n_tokens;
+    }
+    int64_t e = r + 1;
+    while (e < n_out && (outputs[static_cast<size_t>(e)].flags & kOutAccept) &&
+           outputs[static_cast<size_t>(e)].row == row + static_cast<int32_t>(e - r) &&
+           outputs[static_cast<size_t>(e)].row < seq_end) {
+      ++e;
+    }
+    return e;
+  };
+  for (int64_t r0 = 0; r0 < n_out;) {
+    int64_t r1 = r0;
+    while (r1 < n_out) {
+      const int64_t e = (outputs[static_cast<size_t>(r1)].flags & kOutAccept) ? item_end(r1) : r1 + 1;
+      if (e - r0 > logits_ws.rows) break;
+      r1 = e;
+    }
+    if (r1 == r0) {
+      fail(internal_error("cpu backend: a verify item of more rows than the " + std::to_string(logits_ws.rows) +
+                          "-row logits workspace"));
+      return;
+    }
+    const int64_t nr = r1 - r0;
     Tensor logits = logits_ws.first_rows(nr);
     Tensor h{hidden.f32_row(r0), DType::kF32, nr, hidden.cols, hidden.stride};
     linear(head, h, logits);
     if (!step_status_.is_ok()) return;
-    std::vector<int32_t> token(static_cast<size_t>(nr)), status(static_cast<size_t>(nr)),
-        nan_index(static_cast<size_t>(nr), -1), top_ids(static_cast<size_t>(nr * kernels::sampling::kMaxTopLogprobs));
-    std::vector<float> logprob(static_cast<size_t>(nr)), top_lp(static_cast<size_t>(nr * kernels::sampling::kMaxTopLogprobs));
-    kernels::sampling::RefArgs a;
-    a.logits = logits.f32();
-    a.logits_stride = logits.stride;
-    a.n_rows = static_cast<int32_t>(nr);
-    a.n_vocab_real = std::min<int32_t>(limits_.n_vocab_real > 0 ? limits_.n_vocab_real : static_cast<int32_t>(vocab),
-                                       static_cast<int32_t>(vocab));
-    a.rows = params.data() + r0;
-    a.bias_ids = batch_->bias_ids.data();
-    a.bias_values = batch_->bias_values.data();
-    a.penalties = penalties_;
-    a.masks = batch_->masks.empty() ? nullptr : batch_->masks.data();
-    a.mask_words = batch_->mask_words;
-    a.out = {token.data(), logprob.data(), top_ids.data(), top_lp.data(), status.data(), nan_index.data()};
-    a.parallel = &pool_;
-    kernels::sampling::sample_ref(a);
-    for (int64_t i = 0; i < nr; ++i) {
-      const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
-      RowResult& res = result_.rows[static_cast<size_t>(r0 + i)];
-      res.token = token[static_cast<size_t>(i)];
-      res.status = status[static_cast<size_t>(i)];
-      res.nan_index = nan_index[static_cast<size_t>(i)];
-      if ((o.flags & kOutSample) && (o.flags & kOutLogprobs) && res.status == kernels::sampling::kRowOk) {
-        res.logprob = logprob[static_cast<size_t>(i)];
-        const int32_t n_top = std::clamp(o.sampling.n_top_logprobs, 0, kernels::sampling::kMaxTopLogprobs);
-        for (int32_t t = 0; t < n_top && t < a.n_vocab_real; ++t) {
-          const size_t at = static_cast<size_t>(i * kernels::sampling::kMaxTopLogprobs + t);
-          res.top.emplace_back(top_ids[at], top_lp[at]);
-        }
+    sample_chunk(hidden, logits, r0, nr, n_vocab_real);
+    r0 = r1;
+  }
+}
+
+void CpuBackend::sample_chunk(const Tensor& hidden, const Tensor& logits, int64_t r0, int64_t nr,
+                              int32_t n_vocab_real) {
+  namespace smp = kernels::sampling;
+  const auto& outputs = batch_->outputs;
+  const int64_t vocab = logits.cols;
+  const std::vector<smp::RowParams> all_rows = sampler_rows(*batch_);
+  std::vector<smp::RowParams> params(all_rows.begin() + r0, all_rows.begin() + r0 + nr);
+  std::vector<const kernels::SeqDesc*> seq_of(static_cast<size_t>(nr), nullptr);
+  for (int64_t i = 0; i < nr; ++i) {
+    const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
+    for (const kernels::SeqDesc& s : batch_->seqs) {
+      if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens) seq_of[static_cast<size_t>(i)] = &s;
+    }
+  }
+  // Plain rows first, in one call (the verify rows are skipped there: no kSample).
+  std::vector<smp::RowParams> plain = params;
+  for (int64_t i = 0; i < nr; ++i) {
+    if (outputs[static_cast<size_t>(r0 + i)].flags & kOutAccept) plain[static_cast<size_t>(i)].flags = 0;
+  }
+  std::vector<int32_t> token(static_cast<size_t>(nr)), status(static_cast<size_t>(nr)),
+      nan_index(static_cast<size_t>(nr), -1), top_ids(static_cast<size_t>(nr * smp::kMaxTopLogprobs));
+  std::vector<float> logprob(static_cast<size_t>(nr)), top_lp(static_cast<size_t>(nr * smp::kMaxTopLogprobs));
+  smp::RefArgs a;
+  a.logits = logits.f32();
+  a.logits_stride = logits.stride;
+  a.n_rows = static_cast<int32_t>(nr);
+  a.n_vocab_real = n_vocab_real;
+  a.rows = plain.data();
+  a.bias_ids = batch_->bias_ids.data();
+  a.bias_values = batch_->bias_values.data();
+  a.penalties = penalties_;
+  a.masks = batch_->masks.empty() ? nullptr : batch_->masks.data();
+  a.mask_words = batch_->mask_words;
+  a.out = {token.data(), logprob.data(), top_ids.data(), top_lp.data(), status.data(), nan_index.data()};
+  a.parallel = &pool_;
+  smp::sample_ref(a);
+  // Then each verify item: its drafts are the item's tokens after the first.
+  for (int64_t i = 0; i < nr;) {
+    const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
+    const kernels::SeqDesc* s = seq_of[static_cast<size_t>(i)];
+    if (!(o.flags & kOutAccept)) {
+      ++i;
+      continue;
+    }
+    int64_t n = 1;
+    while (s != nullptr && i + n < nr && (outputs[static_cast<size_t>(r0 + i + n)].flags & kOutAccept) &&
+           outputs[static_cast<size_t>(r0 + i + n)].row == o.row + static_cast<int32_t>(n) &&
+           o.row + n < s->row0 + s->n_tokens) {
+      ++n;
+    }
+    if (s == nullptr || o.row != s->row0 || n != s->n_tokens || s->n_draft != n - 1) {
+      fail(internal_error("cpu backend: a verify item's accept rows must be all of its tokens, in order"));
+      return;
+    }
+    smp::AcceptArgs acc;
+    acc.logits = logits.f32_row(i);
+    acc.logits_stride = logits.stride;
+    acc.n_vocab_real = n_vocab_real;
+    acc.n_drafts = static_cast<int32_t>(n - 1);
+    acc.drafts = batch_->tokens.data() + s->row0 + 1;
+    acc.rows = params.data() + i;
+    acc.bias_ids = batch_->bias_ids.data();
+    acc.bias_values = batch_->bias_values.data();
+    acc.penalties = penalties_;
+    acc.out = {token.data() + i,       logprob.data() + i, top_ids.data() + i * smp::kMaxTopLogprobs,
+               top_lp.data() + i * smp::kMaxTopLogprobs, status.data() + i, nan_index.data() + i};
+    acc.rule = accept_rule_;
+    smp::accept_drafts_ref(acc);
+    i += n;
+  }
+  for (int64_t i = 0; i < nr; ++i) {
+    const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
+    RowResult& res = result_.rows[static_cast<size_t>(r0 + i)];
+    res.token = token[static_cast<size_t>(i)];
+    res.status = status[static_cast<size_t>(i)];
+    res.nan_index = nan_index[static_cast<size_t>(i)];
+    if ((o.flags & kOutSample) && (o.flags & kOutLogprobs) && res.status == smp::kRowOk) {
+      res.logprob = logprob[static_cast<size_t>(i)];
+      const int32_t n_top = std::clamp(o.sampling.n_top_logprobs, 0, smp::kMaxTopLogprobs);
+      for (int32_t t = 0; t < n_top && t < n_vocab_real; ++t) {
+        const size_t at = static_cast<size_t>(i * smp::kMaxTopLogprobs + t);
+        res.top.emplace_back(top_ids[at], top_lp[at]);
       }
-      if (o.flags & kOutLogits) {
-        const float* row = logits.f32_row(i);
-        result_.logits.insert(result_.logits.end(), row, row + vocab);
-      }
-      if (o.flags & kOutHidden) {
-        const float* row = hidden.f32_row(r0 + i);
-        result_.hidden.insert(result_.hidden.end(), row, row + hidden.cols);
-      }
+    }
+    if (o.flags & kOutLogits) {
+      const float* row = logits.f32_row(i);
+      result_.logits.insert(result_.logits.end(), row, row + vocab);
+    }
+    if (o.flags & kOutHidden) {
+      const float* row = hidden.f32_row(r0 + i);
+      result_.hidden.insert(result_.hidden.end(), row, row + hidden.cols);
     }
   }
 }

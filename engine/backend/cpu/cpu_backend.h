@@ -33,6 +33,7 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   DType activation_dtype() const override { return DType::kF32; }
   int64_t weight_bytes() const override { return weight_bytes_; }
+  bool accepts_drafts() const override { return true; }
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
@@ -63,8 +64,12 @@ class CpuBackend final : public Backend {
   void fail(Status s);
   bool check_f32(const Tensor& t, const char* op, const char* what);
 
+  // The rows [r0, r0 + nr) of one chunk of lm_head_outputs, whose logits are in `logits`.
+  void sample_chunk(const Tensor& hidden, const Tensor& logits, int64_t r0, int64_t nr, int32_t n_vocab_real);
+
   ThreadPool pool_;
   GdnMode gdn_mode_;
+  kernels::sampling::AcceptRule accept_rule_;
   StepLimits limits_;
   int64_t weight_bytes_ = 0;
   std::vector<std::unique_ptr<float[]>> allocations_;

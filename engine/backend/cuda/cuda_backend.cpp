@@ -13,9 +13,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <type_traits>
 
 #include "attention/attention.h"
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/host_acceptance.h"
+#include "backend/step_graphs.h"
+#include "backend/cuda_layout.h"
 #include "common/named_logger.h"
 #include "common/fp_formats.h"
 #include "elementwise/elementwise.h"
@@ -203,6 +207,8 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return DType::kF16; }
   int64_t weight_bytes() const override { return weight_bytes_; }
   double read_gbps() const override { return report_.read_gbps; }
+  bool accepts_drafts() const override { return true; }  // on the host for now (host_acceptance.h)
+  std::optional<DeviceMemoryInfo> device_memory() const override;
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
@@ -213,6 +219,8 @@ class CudaBackend final : public Backend {
   void zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) override;
   Status begin_step(const StepBatch& batch) override;
   Status end_step(StepResult& result) override;
+  bool rerun_step() const override { return rerun_; }
+  int64_t graph_replays() const override { return graphs_.replays(); }
 
   void embed(const PreparedLinear& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
@@ -242,6 +250,39 @@ class CudaBackend final : public Backend {
     fail(internal_error("cuda backend: " + std::string(op) + " outside a step"));
     return false;
   }
+  // An op's start: adds the op and what it was called with to the step's fingerprint; false when it must not
+  // launch (outside a step, or a probe, which only fingerprints the step's ops).
+  template <class... A>
+  bool enter(std::string_view op, const A&... args) {
+    if (!in_step(op)) return false;
+    fp_.add(static_cast<uint64_t>(std::hash<std::string_view>{}(op)));
+    (fingerprint(args), ...);
+    return mode_ != StepMode::kProbe;
+  }
+  template <class T>
+  void fingerprint(const T& v) {
+    if constexpr (std::is_same_v<T, Tensor>) {
+      fp_.add(v);
+    } else if constexpr (std::is_pointer_v<T>) {
+      fp_.add(static_cast<const void*>(v));
+    } else if constexpr (std::is_same_v<T, AttentionParams> || std::is_same_v<T, GdnParams>) {
+      // Values, not the address: a caller may pass a copy (the MTP head sets its page size on one).
+      static_assert(sizeof(T) % 4 == 0 && std::is_trivially_copyable_v<T>, "4-byte fields only, no padding");
+      uint32_t words[sizeof(T) / 4];
+      std::memcpy(words, &v, sizeof(T));
+      for (uint32_t w : words) fp_.add(uint64_t{w});
+    } else if constexpr (std::is_same_v<T, float>) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      fp_.add(uint64_t{bits});
+    } else {
+      static_assert(std::is_integral_v<T>);
+      fp_.add(static_cast<uint64_t>(v));
+    }
+  }
+  // end_step of a probe or a captured run; the step's outputs are then copied back as for an eager one.
+  Status finish_probe();
+  Status finish_capture();
   // Scratch shared by the kernels of a step (they run one after another on the stream).
   Status ensure_scratch(size_t bytes);
   void linear_rows(const CudaLinear& w, const void* x, int64_t m, float* y, int64_t y_stride);
@@ -262,6 +303,7 @@ class CudaBackend final : public Backend {
   int64_t n_weights_ = 0;
   int64_t weight_bytes_ = 0;
   int64_t next_progress_bytes_ = int64_t{1} << 30;
+  bool logged_layout_drift_ = false;
 
   // Step buffers (device), sized by configure().
   int32_t* d_tokens_ = nullptr;
@@ -281,6 +323,17 @@ class CudaBackend final : public Backend {
   kernels::gdn::Commit* d_commit_ = nullptr;
   kernels::sampling::PenaltyState penalties_;
 
+  // CUDA graphs of decode-sized steps (step_graphs.h). A graph-sized step first runs as a probe: the ops are
+  // fingerprinted, nothing is launched; end_step then replays the step's graph, or asks for the step again
+  // (rerun_step) to run it eagerly (first sight) or captured into a graph (second sight).
+  enum class StepMode { kEager, kProbe, kCapture };
+  StepGraphCache graphs_;
+  StepMode mode_ = StepMode::kEager;
+  StepMode rerun_mode_ = StepMode::kEager;
+  bool rerun_ = false;
+  StepFingerprint fp_;
+  std::vector<int64_t> shape_;
+
   // The current step (host side).
   const StepBatch* batch_ = nullptr;
   bool in_step_ = false;
@@ -292,7 +345,9 @@ class CudaBackend final : public Backend {
   PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
   PinnedBuffer h_logits_;     // rows with kOutLogits
   PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
-  int64_t n_logit_rows_ = 0;
+  int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_: kOutLogits and kOutAccept ones
+  std::vector<int64_t> logit_index_;        // per output row: its row in h_logits_, -1 when none
+  bool any_accept_ = false;
   int64_t n_hidden_rows_ = 0;
   int64_t hidden_cols_ = 0;
 };
@@ -330,6 +385,10 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
 
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  if (graphs_.captures() > 0) {
+    cuda_log().info("cuda: {} step graphs captured, {} steps replayed from them", graphs_.captures(), graphs_.replays());
+  }
+  graphs_.clear();
   if (options_.op_timing) timer_.log(cuda_log());
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -350,6 +409,21 @@ Result<Tensor> CudaBackend::upload(std::span<const float> host, int64_t rows, in
   return t;
 }
 
+std::optional<DeviceMemoryInfo> CudaBackend::device_memory() const {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    cudaGetLastError();
+    return std::nullopt;
+  }
+  DeviceMemoryInfo m;
+  m.device = report_.name + " (sm_" + std::to_string(report_.compute_capability) + ")";
+  m.free_bytes = static_cast<int64_t>(free_b);
+  m.total_bytes = static_cast<int64_t>(total_b);
+  m.allocated_bytes = memory_.bytes_allocated();
+  m.weight_layout = kernels::family_name(family_);
+  return m;
+}
+
 Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                                     std::string_view what) {
   const int64_t before = memory_.bytes_allocated();
@@ -357,6 +431,13 @@ Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<co
   lin->label = linear_label(what);
   ++n_weights_;
   weight_bytes_ += memory_.bytes_allocated() - before;
+  // The memory plan counts weights with cuda_layout; say so once if this backend's allocations drifted from it.
+  if (const int64_t planned = cuda_layout::linear_bytes(parts, family_);
+      planned != memory_.bytes_allocated() - before && !logged_layout_drift_) {
+    logged_layout_drift_ = true;
+    cuda_log().warn("cuda: {} took {} bytes, the memory plan's cuda_layout counts {} (backend/cuda_layout.cpp is "
+                    "out of date)", what, memory_.bytes_allocated() - before, planned);
+  }
   if (weight_bytes_ >= next_progress_bytes_) {
     cuda_log().info("cuda: weights on the device: {:.1f} GiB in {} tensors", static_cast<double>(weight_bytes_) / (1 << 30),
                     n_weights_);
@@ -367,11 +448,14 @@ Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<co
 
 Status CudaBackend::ensure_scratch(size_t bytes) {
   if (bytes <= scratch_bytes_) return Status::ok();
+  // Not while capturing (it synchronises); the capture fails and the step runs again eagerly, which grows it.
+  if (mode_ == StepMode::kCapture) return internal_error("cuda backend: the kernel scratch must grow during a capture");
   // Growing happens in the first steps only. The kernels already queued keep the old buffer (it is not freed); the
   // stream is drained first so that nothing queued before overlaps the new buffer's zeroing.
   VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
   VS_ASSIGN_OR_RETURN(scratch_, memory_.alloc(bytes, "kernel scratch"));
   scratch_bytes_ = bytes;
+  graphs_.clear();  // they point at the old scratch
   return Status::ok();
 }
 
@@ -409,6 +493,9 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(penalties_.prompt_bits, static_cast<size_t>(limits.n_slots) * penalties_.words(),
                           "penalty prompt bits"));
   VS_RETURN_IF_ERROR(h_results_.reserve(static_cast<size_t>(T) * (4 + 4 + 4 + 4 + 8 * kernels::sampling::kMaxTopLogprobs)));
+  // The scratch the memory plan computed for the largest step, now, so that steps never grow it (a grown scratch
+  // keeps the old buffer, and a CUDA graph needs fixed pointers).
+  if (limits.scratch_bytes > 0) VS_RETURN_IF_ERROR(ensure_scratch(static_cast<size_t>(limits.scratch_bytes)));
   configured_ = true;
   cuda_log().info("cuda: {} weight tensors, {:.2f} GiB on the device after the caches and workspace",
                   n_weights_, static_cast<double>(memory_.bytes_allocated()) / (1 << 30));
@@ -424,6 +511,7 @@ Status CudaBackend::reset_sampling_slot(int32_t slot) {
 
 void CudaBackend::zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) {
   const size_t elem = dtype_bytes(t.dtype);
+  if (in_step_ && !enter("zero_rows", t, row_begin, row_end)) return;
   if (row_end <= row_begin) return;
   cudaError_t e = cudaSuccess;
   if (t.stride == t.cols) {
@@ -456,15 +544,33 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
     max_seq_tokens_ = std::max(max_seq_tokens_, s.n_tokens);
     max_context_ = std::max(max_context_, s.n_past + s.n_tokens);
   }
+  // Eager steps round too, so that a graph and the eager path launch the same grids (step_graphs.h).
+  if (max_context_ > 0) max_context_ = context_bucket(max_context_);
+  const bool rerun = std::exchange(rerun_, false);
+  mode_ = StepMode::kEager;
+  fp_.reset();
+  shape_.clear();
+  if (options_.cuda_graphs && !options_.op_timing) {
+    if (auto shape = step_graph_shape(batch, max_context_); shape && !graphs_.disabled(*shape)) {
+      shape_ = std::move(*shape);
+      mode_ = rerun ? rerun_mode_ : StepMode::kProbe;
+    }
+  }
   // Each output row's sampling parameters with its sequence's slot, and the rows themselves.
   row_params_ = sampler_rows(batch);
   out_rows_.resize(static_cast<size_t>(n_out));
   n_logit_rows_ = 0;
   n_hidden_rows_ = 0;
+  any_accept_ = false;
+  logit_index_.assign(static_cast<size_t>(n_out), -1);
   for (int32_t i = 0; i < n_out; ++i) {
     const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
+    if (o.flags & kOutAccept) {  // decided on the host after the step: the device sampler skips the row
+      row_params_[static_cast<size_t>(i)].flags &= ~kernels::sampling::kSample;
+      any_accept_ = true;
+    }
     out_rows_[static_cast<size_t>(i)] = o.row;
-    n_logit_rows_ += (o.flags & kOutLogits) ? 1 : 0;
+    if (o.flags & (kOutLogits | kOutAccept)) logit_index_[static_cast<size_t>(i)] = n_logit_rows_++;
     n_hidden_rows_ += (o.flags & kOutHidden) ? 1 : 0;
   }
   auto up = [&](void* dst, const void* src, size_t bytes) -> Status {
@@ -480,16 +586,81 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   VS_RETURN_IF_ERROR(up(d_row_params_, row_params_.data(), row_params_.size() * sizeof(kernels::sampling::RowParams)));
   VS_RETURN_IF_ERROR(up(d_bias_ids_, batch.bias_ids.data(), batch.bias_ids.size() * sizeof(int32_t)));
   VS_RETURN_IF_ERROR(up(d_bias_values_, batch.bias_values.data(), batch.bias_values.size() * sizeof(float)));
-  if (!batch.seqs.empty()) {
+  // The uploads stay outside the graph (a replay finds the new step's metadata in the same buffers); everything
+  // from the penalty update on is captured.
+  if (mode_ == StepMode::kCapture) {
+    if (const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+      cudaGetLastError();
+      cuda_log().warn("cuda: cudaStreamBeginCapture failed ({}); steps of this shape run eagerly", cudaGetErrorName(e));
+      graphs_.disable(shape_);
+      mode_ = StepMode::kEager;
+    }
+  }
+  if (!batch.seqs.empty() && mode_ != StepMode::kProbe) {
     const kernels::KernelStatus s = kernels::sampling::update_penalties(
         penalties_, d_tokens_, d_seqs_, static_cast<int32_t>(batch.seqs.size()), batch.n_tokens(), stream_);
-    if (!s.ok()) return kernel_status(s, "update_penalties");
+    if (!s.ok()) {
+      if (mode_ == StepMode::kCapture) {
+        cudaGraph_t g = nullptr;
+        if (cudaStreamEndCapture(stream_, &g) == cudaSuccess && g != nullptr) cudaGraphDestroy(g);
+        mode_ = StepMode::kEager;
+      }
+      in_step_ = false;
+      return kernel_status(s, "update_penalties");
+    }
   }
   return Status::ok();
 }
 
+Status CudaBackend::finish_probe() {
+  const uint64_t fp = fp_.value();
+  if (!step_status_.is_ok()) return std::exchange(step_status_, Status::ok());
+  const StepGraphCache::Next next = graphs_.after_probe(shape_, fp);
+  if (next == StepGraphCache::Next::kReplay) {
+    VS_CUDA_RETURN(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graphs_.graph(shape_, fp)), stream_));
+    return Status::ok();
+  }
+  rerun_ = true;
+  rerun_mode_ = next == StepGraphCache::Next::kCapture ? StepMode::kCapture : StepMode::kEager;
+  return unavailable("cuda backend: the step runs again (probed for its graph)");
+}
+
+Status CudaBackend::finish_capture() {
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (e == cudaSuccess && step_status_.is_ok()) e = cudaGraphInstantiate(&exec, graph, 0);
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  if (e == cudaSuccess && step_status_.is_ok()) {
+    graphs_.store(shape_, fp_.value(), std::shared_ptr<void>(exec, [](void* x) {
+                    cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x));
+                  }));
+    VS_CUDA_RETURN(cudaGraphLaunch(exec, stream_));
+    return Status::ok();
+  }
+  // Nothing of the step ran: run it again eagerly, and every step of this shape from now on.
+  cudaGetLastError();
+  cuda_log().warn("cuda: capturing a step of {} tokens as a graph failed ({}); steps of this shape run eagerly",
+                  shape_.empty() ? 0 : shape_[0],
+                  e != cudaSuccess ? cudaGetErrorName(e) : step_status_.message().c_str());
+  step_status_ = Status::ok();
+  graphs_.disable(shape_);
+  rerun_ = true;
+  rerun_mode_ = StepMode::kEager;
+  return unavailable("cuda backend: the step runs again (graph capture failed)");
+}
+
 Status CudaBackend::end_step(StepResult& result) {
   result.clear();
+  if (mode_ == StepMode::kProbe || mode_ == StepMode::kCapture) {
+    const StepMode mode = std::exchange(mode_, StepMode::kEager);
+    Status s = mode == StepMode::kProbe ? finish_probe() : finish_capture();
+    if (!s.is_ok()) {
+      in_step_ = false;
+      batch_ = nullptr;
+      return s;
+    }
+  }
   const auto n_out = static_cast<int32_t>(batch_ != nullptr ? batch_->outputs.size() : 0);
   constexpr int32_t kTop = kernels::sampling::kMaxTopLogprobs;
   int32_t* h_token = h_results_.as<int32_t>();
@@ -534,9 +705,32 @@ Status CudaBackend::end_step(StepResult& result) {
       }
     }
   }
-  if (n_logit_rows_ > 0) {
+  if (any_accept_) {
+    const std::vector<kernels::sampling::RowParams> rows = sampler_rows(*batch_);
+    cuda::HostAcceptance acc;
+    acc.batch = batch_;
+    acc.rows = &rows;
+    acc.logits = h_logits_.as<float>();
+    acc.logit_index = &logit_index_;
+    acc.vocab_stride = limits_.vocab_size;
+    acc.n_vocab_real = std::min(limits_.n_vocab_real, limits_.vocab_size);
+    acc.bias_ids = batch_->bias_ids.data();
+    acc.bias_values = batch_->bias_values.data();
+    acc.device_penalties = penalties_;
+    acc.stream = stream_;
+    if (Status st = cuda::accept_verify_items(acc, result); !st.is_ok()) {
+      batch_ = nullptr;
+      return st;
+    }
+  }
+  if (n_logit_rows_ > 0) {  // the kOutLogits rows only (verify rows came down for the acceptance)
     const float* l = h_logits_.as<float>();
-    result.logits.assign(l, l + n_logit_rows_ * limits_.vocab_size);
+    const auto vocab = static_cast<size_t>(limits_.vocab_size);
+    for (int32_t i = 0; i < n_out; ++i) {
+      if (!(batch_->outputs[static_cast<size_t>(i)].flags & kOutLogits)) continue;
+      const float* row = l + static_cast<size_t>(logit_index_[static_cast<size_t>(i)]) * vocab;
+      result.logits.insert(result.logits.end(), row, row + vocab);
+    }
   }
   if (n_hidden_rows_ > 0) {
     const uint16_t* h = h_hidden_.as<uint16_t>();
@@ -548,7 +742,7 @@ Status CudaBackend::end_step(StepResult& result) {
 }
 
 void CudaBackend::embed(const PreparedLinear& table, Tensor& out) {
-  if (!in_step("embed")) return;
+  if (!enter("embed", &table, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "embed", stream_);
   const auto& t = static_cast<const cuda::CudaLinear&>(table);
   if (t.segments().size() != 1 || t.segments()[0].view.format != WeightFormat::kDense) {
@@ -568,7 +762,7 @@ void CudaBackend::embed(const PreparedLinear& table, Tensor& out) {
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
-  if (!in_step("rms_norm")) return;
+  if (!enter("rms_norm", x, w, eps, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "rms_norm", stream_);
   kernels::norm::RmsNormArgs a;
   a.x = x.f32();
@@ -585,7 +779,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
 }
 
 void CudaBackend::rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) {
-  if (!in_step("rms_norm_residual")) return;
+  if (!enter("rms_norm_residual", x, residual, w, eps, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "rms_norm_residual", stream_);
   kernels::norm::RmsNormArgs a;
   a.x = x.f32();
@@ -627,7 +821,7 @@ void CudaBackend::linear_rows(const cuda::CudaLinear& w, const void* x, int64_t 
 }
 
 void CudaBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& out) {
-  if (!in_step("linear")) return;
+  if (!enter("linear", &weight, x, out)) return;
   const auto& w = static_cast<const cuda::CudaLinear&>(weight);
   const auto timed = timer_.scope(options_.op_timing, w.label.c_str(), stream_);
   if (x.dtype != DType::kF16 || x.stride != x.cols || x.cols != w.k() || out.dtype != DType::kF32 ||
@@ -641,7 +835,7 @@ void CudaBackend::linear(const PreparedLinear& weight, const Tensor& x, Tensor& 
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
-  if (!in_step("swiglu")) return;
+  if (!enter("swiglu", gate, up, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "swiglu", stream_);
   kernels::elementwise::SwigluArgs a;
   a.gate = gate.f32();
@@ -658,7 +852,7 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
 }
 
 void CudaBackend::gather_output_rows(const Tensor& x, Tensor& out) {
-  if (!in_step("gather_output_rows")) return;
+  if (!enter("gather_output_rows", x, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "gather_output_rows", stream_);
   kernels::elementwise::GatherArgs a;
   a.x = x.data;
@@ -675,7 +869,7 @@ void CudaBackend::gather_output_rows(const Tensor& x, Tensor& out) {
 
 void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg,
                                   const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) {
-  if (!in_step("gated_attention")) return;
+  if (!enter("gated_attention", p, w.q_norm, w.k_norm, qg, k, v, cache.k, cache.v, out)) return;
   const auto timed = timer_.scope(options_.op_timing, "gated_attention", stream_);
   const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
   const size_t ws = kernels::attention::workspace_bytes(p, batch_->n_tokens(), n_seqs, max_seq_tokens_, max_context_);
@@ -711,7 +905,10 @@ void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeigh
 
 void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
                             const Tensor& b, const Tensor& a_in, GdnStateLayer& state, Tensor& out) {
-  if (!in_step("gdn_layer")) return;
+  if (!enter("gdn_layer", p, w.conv, w.a_log, w.dt_bias, w.norm_weight, qkv, z, b, a_in, state.conv, state.recurrent,
+             state.conv_ckpt, state.recurrent_ckpt, out)) {
+    return;
+  }
   const auto timed = timer_.scope(options_.op_timing, "gdn_layer", stream_);
   const auto n_seqs = static_cast<int32_t>(batch_->seqs.size());
   const kernels::gdn::State ks = gdn_state_view(state);
@@ -762,7 +959,6 @@ Status CudaBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t
 
 void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hidden, Tensor& logits_ws) {
   if (!in_step("lm_head_outputs")) return;
-  const auto timed = timer_.scope(options_.op_timing, "lm_head_outputs", stream_);
   const auto& head = static_cast<const cuda::CudaLinear&>(head_w);
   const auto& outputs = batch_->outputs;
   const auto n_out = static_cast<int64_t>(outputs.size());
@@ -780,6 +976,9 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
       return fail(std::move(s));
     }
   }
+  // The host buffers the outputs are copied into are part of what a captured graph points at.
+  if (!enter("lm_head_outputs", &head_w, hidden, logits_ws, h_logits_.as<void>(), h_hidden_.as<void>())) return;
+  const auto timed = timer_.scope(options_.op_timing, "lm_head_outputs", stream_);
   const size_t sample_ws = kernels::sampling::workspace_bytes(static_cast<int32_t>(chunk), limits_.n_vocab_real);
   if (sample_ws > scratch_bytes_) {
     if (Status s = ensure_scratch(sample_ws); !s.is_ok()) return fail(std::move(s));
@@ -826,7 +1025,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     for (int64_t i = 0; i < nr; ++i) {
       const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
       cudaError_t e = cudaSuccess;
-      if (o.flags & kOutLogits) {
+      if (o.flags & (kOutLogits | kOutAccept)) {
         e = cudaMemcpyAsync(h_logits_.as<float>() + logit_row * vocab, logits_ws.f32_row(i),
                             static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_);
         ++logit_row;

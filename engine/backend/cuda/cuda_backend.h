@@ -20,6 +20,9 @@ struct CudaBackendOptions {
   // Time every op of every step with device events (serialises nothing, but adds an event pair per op) and log the
   // per-op breakdown, per step, when the backend is destroyed.
   bool op_timing = false;
+  // Replay decode-sized steps (up to 64 token rows) as CUDA graphs captured per step shape
+  // (backend/step_graphs.h); op_timing turns them off.
+  bool cuda_graphs = true;
 };
 
 // Whether this build has the CUDA backend and a CUDA device is visible; `why` says why not.

@@ -160,6 +160,13 @@ Result<CudaLinear::Segment> synthetic_segment(std::span<const kernels::HostWeigh
   seg.view.scales = static_cast<const uint8_t*>(scales);
   seg.view.global_scale = kernels::kSyntheticNvfp4GlobalScale;
   seg.view.tensor_scale = kernels::kSyntheticFp8TensorScale;
+  if (p0.format != WeightFormat::kDense && parts.size() > 1) {
+    // A checkpoint's merged projection carries its parts' scales per row (merge_packed_rows): ones here, so that a
+    // synthetic model takes the memory and runs the kernels a real checkpoint does (backend/cuda_layout.h).
+    const std::vector<float> ones(static_cast<size_t>(n), 1.0f);
+    VS_ASSIGN_OR_RETURN(void* cs, upload_bytes(memory, ones.data(), ones.size() * sizeof(float), what));
+    seg.view.channel_scales = static_cast<const float*>(cs);
+  }
   return seg;
 }
 

@@ -20,7 +20,15 @@ struct EngineConfig {
   int32_t max_waiting = 64;        // bounded FCFS queue; beyond it submit() fails with kResourceExhausted
   int32_t max_tokens_per_step = 256;  // token budget per step (chunked prefill + decodes)
   int32_t prefill_chunk = 128;     // largest prompt chunk a sequence computes in one step
+  // Speculative decoding with the model's MTP head (Request::speculative_k). speculative_k: the default of requests
+  // that do not say (0 off, kSpeculativeAuto, or 1..max_speculative_k). max_speculative_k: the most drafts per
+  // round any request may use (0: no speculation at all; the MTP head is not loaded); Engine::load sizes the
+  // verify checkpoints for it. Without an MTP head (or on a backend that cannot verify) speculation is off.
+  int32_t speculative_k = 0;
+  int32_t max_speculative_k = 8;
 };
+
+inline constexpr int32_t kMaxSpeculativeK = 31;  // the largest max_speculative_k (verify items of 32 tokens)
 
 struct EngineStats {
   int32_t n_running = 0;
@@ -37,6 +45,13 @@ struct EngineStats {
   uint64_t n_token_masks = 0;      // structured-output masks computed (one per constrained sampled token)
   uint64_t mask_us_total = 0;      // time the mask worker spent computing them, microseconds
   uint64_t mask_wait_us_total = 0;  // time steps waited for masks after their forward, microseconds
+  // Speculative decoding: the engine's limit (0: off), drafts proposed and accepted, and per draft position j
+  // (0-based) the drafts proposed and accepted there.
+  int32_t max_speculative_k = 0;
+  uint64_t n_tokens_drafted_total = 0;
+  uint64_t n_tokens_accepted_total = 0;
+  std::vector<uint64_t> drafted_per_position_total;
+  std::vector<uint64_t> accepted_per_position_total;
   bool healthy = true;
   bool draining = false;
 };

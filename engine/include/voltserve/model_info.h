@@ -37,6 +37,11 @@ struct ModelOptions {
   uint64_t synthetic_seed = 1;
   // CUDA: time every op of every step with device events and log the per-op breakdown when the engine stops.
   bool op_timing = false;
+  // CUDA: replay decode-sized steps as CUDA graphs (same tokens as eager launches; off for comparisons).
+  bool cuda_graphs = true;
+  // The output head: "" or "keep" as the checkpoint stores it; "fp8" (one scale per row) or "nvfp4" quantize a
+  // BF16 head at load (a smaller decode step; greedy agreement measured in bench/RESULTS.md).
+  std::string lm_head;
   // Logit rows that are real tokens (the tokenizer's size); rows past it pad the matrix (Qwen3.5: 248077 of
   // 248320) and are never sampled. 0: every row is real.
   int32_t n_vocab_real = 0;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,13 @@ struct Request {
   // >= 0: the constraint starts after this token is generated (a reasoning model's </think>); before it, tokens
   // are free. -1: it applies from the first token.
   int32_t constraint_after_token = -1;
+  // Speculative decoding with the model's MTP head: drafts per round. Unset: EngineConfig::speculative_k; 0: off;
+  // kSpeculativeAuto: picked per round from the request's running acceptance; 1..EngineConfig::max_speculative_k.
+  // Output is unchanged by it: greedy output is identical, sampled output has the same distribution.
+  std::optional<int32_t> speculative_k;
 };
+
+inline constexpr int32_t kSpeculativeAuto = -1;
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "cancelled", "error"
@@ -53,6 +60,13 @@ struct Event {
   int32_t n_tokens_prompt = 0;                    // filled on the final event
   int32_t n_tokens_generated = 0;                 // filled on the final event
   int64_t ttft_us = 0;                            // submit -> first token, filled on the final event
+  // Speculative decoding, on the final event: drafts proposed and accepted, and per draft position j (0-based)
+  // how many rounds drafted that position and how many accepted it (empty when the request did not speculate).
+  int32_t n_tokens_drafted = 0;
+  int32_t n_tokens_accepted = 0;
+  std::vector<int32_t> drafted_per_position;
+  std::vector<int32_t> accepted_per_position;
+  uint64_t n_steps = 0;                           // engine steps completed when the final event was emitted
   // Request::n_prompt_logits > 0: [n_prompt_logits, vocab_size] logits of the last prompt positions, on the final
   // event.
   std::vector<float> prompt_logits;

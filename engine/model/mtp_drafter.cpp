@@ -1,0 +1,122 @@
+// MtpDrafter::run: the MTP passes of one runner step (see mtp_drafter.h).
+#include "model/mtp_drafter.h"
+
+#include <algorithm>
+
+namespace voltserve {
+
+namespace {
+
+OutputRow greedy_row(int32_t row) {
+  OutputRow o;
+  o.row = row;
+  o.flags = kOutSample;
+  o.sampling.temperature = 0.0f;
+  return o;
+}
+
+}  // namespace
+
+Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const Qwen35Model& model,
+                       StepResult& result) {
+  StepBatch& b = pass_;
+  b.clear();
+  b.tokens.assign(batch.tokens.size(), 0);
+  b.page_table = batch.page_table;
+  drafting_.clear();
+  bool any = false;
+  for (size_t i = 0; i < request.seqs.size(); ++i) {
+    const SeqStep& s = request.seqs[i];
+    kernels::SeqDesc m = batch.seqs[i];
+    m.slot = -1;  // no recurrent state, no penalty state: the MTP layer is attention only, drafts are raw argmax
+    m.ckpt = -1;
+    m.n_draft = 0;
+    m.n_prompt = 0;
+    if (!s.mtp) {
+      m.n_tokens = 0;  // its rows are computed and ignored
+      b.seqs.push_back(m);
+      continue;
+    }
+    any = true;
+    const auto n = static_cast<int32_t>(s.tokens.size());
+    // The emitted run: the consecutive sampled rows of this sequence that produced a token.
+    int32_t last = -1, token = s.next_token, result_row = -1;
+    for (size_t o = 0; o < request.outputs.size(); ++o) {
+      const RowRequest& r = request.outputs[o];
+      if (r.seq != static_cast<int32_t>(i) || !(r.flags & kOutSample)) continue;
+      const RowResult& rr = result.rows[o];
+      if (rr.status != kernels::sampling::kRowOk || rr.token < 0) continue;
+      if (r.token_index > last) {
+        last = r.token_index;
+        token = rr.token;
+        result_row = static_cast<int32_t>(o);
+      }
+    }
+    if (last < 0) last = n - 1;  // a prompt chunk: its successor is known
+    if (token < 0) {             // nothing emitted (a failed row): the engine ends the request
+      m.n_tokens = 0;
+      b.seqs.push_back(m);
+      continue;
+    }
+    for (int32_t t = 0; t < n; ++t) {
+      int32_t id = t + 1 < n ? s.tokens[static_cast<size_t>(t) + 1] : token;
+      if (t == last) id = token;
+      b.tokens[static_cast<size_t>(m.row0 + t)] = id;
+    }
+    b.seqs.push_back(m);
+    if (s.n_draft > 0 && result_row >= 0) {
+      drafting_.push_back({static_cast<int32_t>(i), result_row, m.n_past + last, s.n_draft});
+      b.outputs.push_back(greedy_row(m.row0 + last));
+    }
+  }
+  if (!any) return Status::ok();
+  VS_RETURN_IF_ERROR(head_->forward(b, model.final_residual(batch.n_tokens()), MtpHead::Input::kMainResidual, cache_,
+                                    page_size_, pass_result_));
+
+  int32_t depth = 0;
+  last_draft_.assign(drafting_.size(), -1);
+  for (size_t j = 0; j < drafting_.size(); ++j) {
+    const RowResult& r = pass_result_.rows[j];
+    if (r.status != kernels::sampling::kRowOk || r.token < 0) continue;
+    last_draft_[j] = r.token;
+    result.rows[static_cast<size_t>(drafting_[j].result_row)].drafts.push_back(r.token);
+    depth = std::max(depth, drafting_[j].n_draft);
+  }
+  // Chain steps: one row per drafting sequence, the same order as the previous pass's outputs (so its h' rows are
+  // this pass's hidden input); a sequence that has its drafts (or failed) keeps its row with no tokens.
+  for (int32_t step = 2; step <= depth; ++step) {
+    b.clear();
+    b.page_table = batch.page_table;
+    for (size_t j = 0; j < drafting_.size(); ++j) {
+      const Drafting& d = drafting_[j];
+      kernels::SeqDesc m = batch.seqs[static_cast<size_t>(d.seq)];
+      const bool active = last_draft_[j] >= 0 && d.n_draft >= step;
+      m.row0 = static_cast<int32_t>(j);
+      m.n_tokens = active ? 1 : 0;
+      m.n_past = d.position + step - 1;
+      m.slot = -1;
+      m.ckpt = -1;
+      m.n_draft = 0;
+      m.n_prompt = 0;
+      b.seqs.push_back(m);
+      b.tokens.push_back(std::max(last_draft_[j], 0));
+      b.outputs.push_back(greedy_row(static_cast<int32_t>(j)));
+    }
+    const Tensor hidden = head_->output_hidden(static_cast<int64_t>(drafting_.size()));
+    VS_RETURN_IF_ERROR(head_->forward(b, hidden, MtpHead::Input::kDraftHidden, cache_, page_size_, pass_result_));
+    for (size_t j = 0; j < drafting_.size(); ++j) {
+      const Drafting& d = drafting_[j];
+      const RowResult& r = pass_result_.rows[j];
+      if (last_draft_[j] < 0 || d.n_draft < step) continue;
+      if (r.status != kernels::sampling::kRowOk || r.token < 0) {
+        last_draft_[j] = -1;
+        continue;
+      }
+      last_draft_[j] = r.token;
+      result.rows[static_cast<size_t>(d.result_row)].drafts.push_back(r.token);
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace voltserve

@@ -1,0 +1,214 @@
+// The speculative acceptance rule (kernels/sampling/accept.h) against exact distributions: greedy runs are the
+// argmax runs, sampled output is distributed as the target's processed distribution (chi-square over many seeds,
+// for drafts of high, middling and zero probability, with top-k/top-p/penalties), the per-row penalty state counts
+// exactly the accepted drafts, and the two deliberately broken rules fail the same test.
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "sampling/accept.h"
+#include "support/chi_square.h"
+#include "support/test_rng.h"
+
+namespace voltserve::kernels::sampling {
+namespace {
+
+constexpr int32_t kVocab = 24;
+
+struct Item {
+  std::vector<float> logits;  // [k + 1, kVocab]
+  std::vector<int32_t> drafts;
+  std::vector<RowParams> rows;
+  std::vector<int32_t> token, status, nan_index, top_ids;
+  std::vector<float> logprob, top_lp;
+  std::vector<int32_t> counts = std::vector<int32_t>(kVocab, 0);
+  std::vector<uint32_t> bits = std::vector<uint32_t>(1, 0u);
+
+  Item(int32_t k, uint64_t salt) : logits(static_cast<size_t>((k + 1) * kVocab)), rows(static_cast<size_t>(k + 1)) {
+    testing::TestRng rng(salt);
+    for (float& x : logits) x = static_cast<float>(3.0 * rng.next_double() - 1.5);
+    token.resize(rows.size());
+    status.resize(rows.size());
+    nan_index.resize(rows.size());
+    logprob.resize(rows.size());
+    top_ids.resize(rows.size() * kMaxTopLogprobs);
+    top_lp.resize(rows.size() * kMaxTopLogprobs);
+    for (RowParams& r : rows) {
+      r.flags = kSample;
+      r.slot = 0;
+    }
+  }
+  PenaltyState penalties() { return {counts.data(), bits.data(), kVocab, 1}; }
+  int32_t run(AcceptRule rule = AcceptRule::kExact) {
+    AcceptArgs a;
+    a.logits = logits.data();
+    a.logits_stride = kVocab;
+    a.n_vocab_real = kVocab;
+    a.n_drafts = static_cast<int32_t>(drafts.size());
+    a.drafts = drafts.data();
+    a.rows = rows.data();
+    a.penalties = penalties();
+    a.out = {token.data(), logprob.data(), top_ids.data(), top_lp.data(), status.data(), nan_index.data()};
+    a.rule = rule;
+    return accept_drafts_ref(a);
+  }
+  // The exact distribution row j samples from, with the current penalty state.
+  std::vector<double> target(int32_t j) {
+    std::vector<float> processed;
+    std::vector<std::pair<int32_t, double>> dist;
+    process_logits_ref(logits.data() + j * kVocab, kVocab, rows[static_cast<size_t>(j)], nullptr, nullptr, penalties(),
+                       processed);
+    final_distribution_ref(processed, rows[static_cast<size_t>(j)], dist);
+    std::vector<double> p(kVocab, 0.0);
+    for (const auto& [id, q] : dist) p[static_cast<size_t>(id)] = q;
+    return p;
+  }
+};
+
+int32_t argmax(const float* x) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < kVocab; ++i) best = x[i] > x[best] ? i : best;
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("accept greedy: the argmax run, the correction, the bonus", "[unit]") {
+  for (int32_t k = 1; k <= 6; ++k) {
+    for (int32_t m = 0; m <= k; ++m) {  // the first m drafts are the argmax
+      Item it(k, 100 + static_cast<uint64_t>(k * 10 + m));
+      for (RowParams& r : it.rows) r.temperature = 0.0f;
+      for (int32_t j = 0; j < k; ++j) {
+        const int32_t best = argmax(it.logits.data() + j * kVocab);
+        it.drafts.push_back(j < m ? best : (best + 1) % kVocab);
+      }
+      INFO("k " << k << " m " << m);
+      REQUIRE(it.run() == m);
+      for (int32_t j = 0; j <= m; ++j) {
+        CHECK(it.status[static_cast<size_t>(j)] == kRowOk);
+        CHECK(it.token[static_cast<size_t>(j)] == argmax(it.logits.data() + j * kVocab));
+      }
+      for (int32_t j = m + 1; j <= k; ++j) CHECK(it.status[static_cast<size_t>(j)] == kRowNotReached);
+    }
+  }
+}
+
+TEST_CASE("accept: the penalty state of each row counts the drafts accepted before it, and ends with exactly them",
+          "[unit]") {
+  Item it(3, 7);
+  for (RowParams& r : it.rows) {
+    r.temperature = 0.0f;
+    r.frequency_penalty = 2.0f;
+  }
+  // Row 0 and row 1 both peak on token 5 (by 1.0); d1 = 5 is accepted; row 1 then sees 5 counted once (-2) and
+  // must emit its second best instead, rejecting d2 = 5.
+  for (int32_t j = 0; j < 2; ++j) {
+    float* row = it.logits.data() + j * kVocab;
+    for (int32_t i = 0; i < kVocab; ++i) row[i] = 0.0f;
+    row[5] = 3.0f;
+    row[9] = 2.0f;
+  }
+  it.drafts = {5, 5, 1};
+  REQUIRE(it.run() == 1);
+  CHECK(it.token[0] == 5);
+  CHECK(it.token[1] == 9);
+  CHECK(it.status[2] == kRowNotReached);
+  CHECK(it.counts[5] == 1);  // d1 only; the rejected d2, d3 and the correction are not counted
+  CHECK(it.counts[1] == 0);
+  CHECK(it.counts[9] == 0);
+}
+
+TEST_CASE("accept sampled: the emitted token is distributed as the target, and broken rules are caught", "[unit]") {
+  struct Case {
+    float temperature, top_p;
+    int32_t top_k;
+    float presence;
+    int which;  // draft: 0 the most likely token, 1 a middling one, 2 one the filters removed (p = 0)
+  };
+  const std::vector<Case> cases = {{1.0f, 1.0f, 0, 0.0f, 0}, {1.0f, 1.0f, 0, 0.0f, 1}, {0.7f, 0.9f, 8, 0.0f, 0},
+                                   {1.3f, 1.0f, 6, 0.5f, 1}, {1.0f, 1.0f, 5, 0.0f, 2}};
+  constexpr int32_t kDraws = 20000;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Case& cs = cases[c];
+    INFO("case " << c);
+    Item base(1, 500 + c);
+    for (RowParams& r : base.rows) {
+      r.temperature = cs.temperature;
+      r.top_p = cs.top_p;
+      r.top_k = cs.top_k;
+      r.presence_penalty = cs.presence;
+    }
+    base.counts[3] = 2;  // earlier generated tokens, penalized
+    const std::vector<double> p = base.target(0);
+    std::vector<int32_t> order(kVocab);
+    for (int32_t i = 0; i < kVocab; ++i) order[static_cast<size_t>(i)] = i;
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
+    int32_t d = order[0];
+    if (cs.which == 1) d = order[2];
+    if (cs.which == 2) {
+      for (int32_t i : order) d = p[static_cast<size_t>(i)] == 0.0 ? i : d;
+      REQUIRE(p[static_cast<size_t>(d)] == 0.0);
+    }
+    INFO("p(draft) " << p[static_cast<size_t>(d)]);
+    for (AcceptRule rule : {AcceptRule::kExact, AcceptRule::kAlwaysAccept, AcceptRule::kResampleKeepingDraft}) {
+      std::vector<double> counts(kVocab, 0.0);
+      for (int32_t s = 0; s < kDraws; ++s) {
+        Item it = base;
+        it.drafts = {d};
+        for (RowParams& r : it.rows) r.seed = 1000003ULL * static_cast<uint64_t>(s) + 17;
+        it.run(rule);
+        REQUIRE(it.status[0] == kRowOk);
+        counts[static_cast<size_t>(it.token[0])] += 1.0;
+      }
+      const testing::ChiSquare x = testing::chi_square_fit(counts, p);
+      INFO("rule " << static_cast<int>(rule) << " chi2 " << x.statistic << " df " << x.df << " z " << x.z());
+      if (rule == AcceptRule::kExact) {
+        CHECK(x.z() < 4.0);
+      } else if (cs.which == 2 && rule == AcceptRule::kResampleKeepingDraft) {
+        CHECK(x.z() < 4.0);  // a draft of probability 0 is never kept: this broken rule is harmless here
+      } else {
+        CHECK(x.z() > 10.0);
+      }
+    }
+  }
+}
+
+TEST_CASE("accept sampled: after an accepted draft the next row samples its own (penalized) target", "[unit]") {
+  Item base(2, 901);
+  for (RowParams& r : base.rows) {
+    r.temperature = 1.0f;
+    r.frequency_penalty = 1.0f;
+  }
+  const std::vector<double> p0 = base.target(0);
+  int32_t d1 = 0;
+  for (int32_t i = 0; i < kVocab; ++i) d1 = p0[static_cast<size_t>(i)] > p0[static_cast<size_t>(d1)] ? i : d1;
+  Item counted = base;
+  counted.counts[static_cast<size_t>(d1)] += 1;  // row 1's target: d1 counted once
+  const std::vector<double> p1 = counted.target(1);
+  std::vector<double> second(kVocab, 0.0);
+  int32_t n_accepted = 0;
+  for (int32_t s = 0; s < 40000; ++s) {
+    Item it = base;
+    it.drafts = {d1, (d1 + 1) % kVocab};
+    for (size_t j = 0; j < it.rows.size(); ++j) {
+      it.rows[j].seed = 99991ULL * static_cast<uint64_t>(s) + 5;
+      it.rows[j].draw_index = j;  // the index of the token each row emits
+    }
+    if (it.run() >= 1) {
+      ++n_accepted;
+      second[static_cast<size_t>(it.token[1])] += 1.0;
+    }
+  }
+  // P(accept d1) = p0(d1); given it, row 1 emits from p1 (its own accept/resample), which is what plain sampling
+  // of the second token would do after d1.
+  const double rate = static_cast<double>(n_accepted) / 40000.0;
+  const double sd = std::sqrt(p0[static_cast<size_t>(d1)] * (1 - p0[static_cast<size_t>(d1)]) / 40000.0);
+  CHECK(std::fabs(rate - p0[static_cast<size_t>(d1)]) < 5 * sd);
+  const testing::ChiSquare x = testing::chi_square_fit(second, p1);
+  INFO("chi2 " << x.statistic << " df " << x.df);
+  CHECK(x.z() < 4.0);
+}
+
+}  // namespace voltserve::kernels::sampling

@@ -1,0 +1,126 @@
+// `build/voltserve plan` end to end: the 27B configs on 32 GB and 24 GB (text and JSON, the exit status says whether
+// it fits), --fit's table, and bad arguments that fail with a message naming them.
+#include <catch2/catch_test_macros.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunResult run_plan(const std::string& args) {
+  static int counter = 0;
+  const fs::path dir = fs::temp_directory_path();
+  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const fs::path out = dir / ("vs_plan_out_" + tag), err = dir / ("vs_plan_err_" + tag);
+  const std::string cmd = std::string(VOLTSERVE_BINARY_DIR) + "/voltserve plan " + args + " >" + out.string() + " 2>" +
+                          err.string();
+  const int status = std::system(cmd.c_str());
+  RunResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+std::string config(const std::string& name) {
+  return std::string(VOLTSERVE_SOURCE_DIR) + "/config/models/" + name + ".json";
+}
+
+}  // namespace
+
+TEST_CASE("voltserve plan prints a 27B plan that fits a 32 GB V100", "[e2e]") {
+  const RunResult r =
+      run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --context 32768 --max-running 4 "
+               "--kernel-family sm70");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  for (const char* want : {"memory plan:", "weights NVFP4", "embedding fp16", "lm_head", "KV cache fp16",
+                           "GDN state fp32", "activations", "kernel scratch", "CUDA graphs (estimate)",
+                           "safety margin", ": fits"}) {
+    CHECK(r.out.find(want) != std::string::npos);
+  }
+}
+
+TEST_CASE("voltserve plan --json adds up; a plan that does not fit exits 3 with advice", "[e2e]") {
+  const RunResult r = run_plan("--config " + config("qwen3.8-27b-mixed") +
+                               " --gpu-memory 24GB --context 131072 --max-running 8 --json");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK_FALSE(j["fits"].get<bool>());
+  int64_t sum = 0;
+  for (const auto& it : j["items"]) sum += it["bytes"].get<int64_t>();
+  CHECK(sum == j["total_bytes"].get<int64_t>());
+  CHECK(j["total_bytes"].get<int64_t>() > j["device_bytes"].get<int64_t>());
+  CHECK(j["device_bytes"].get<int64_t>() == (int64_t{24} << 30) - (int64_t{512} << 20));
+  REQUIRE(j["advice"].size() > 0);
+  bool context = false;
+  for (const auto& a : j["advice"]) context |= a.get<std::string>().find("--context") != std::string::npos;
+  CHECK(context);
+}
+
+TEST_CASE("voltserve plan --free-memory plans on that free memory, nothing taken off", "[e2e]") {
+  const RunResult r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --free-memory 34359738368 --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j["device_bytes"].get<int64_t>() == int64_t{32} << 30);
+  CHECK(j["device"].get<std::string>().find("--free-memory 34359738368") != std::string::npos);
+}
+
+TEST_CASE("voltserve plan --fit: sequences at once per context, fewer as the context grows", "[e2e]") {
+  const RunResult r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --fit --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  REQUIRE(j["fit"].size() == 7);  // 4k .. 256k
+  int32_t last = 1 << 30;
+  for (const auto& row : j["fit"]) {
+    const int32_t m = row["max_running"].get<int32_t>();
+    CHECK(m <= last);
+    last = m;
+  }
+  CHECK(j["fit"][0]["max_running"].get<int32_t>() > 8);  // 4k contexts: many sequences
+  CHECK(j["fit"][3]["max_running"].get<int32_t>() >= 4);  // 32k: at least four
+}
+
+TEST_CASE("voltserve plan refuses bad arguments with a message naming them", "[e2e]") {
+  RunResult r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32XB");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("32XB") != std::string::npos);
+  r = run_plan("--gpu-memory 32GB");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--model") != std::string::npos);
+  r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --free-memory 30GB");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--free-memory") != std::string::npos);
+  r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --max-running 0");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--max-running") != std::string::npos);
+  r = run_plan("--model /nonexistent/model --gpu-memory 32GB");
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("/nonexistent/model") != std::string::npos);
+}

@@ -1,0 +1,155 @@
+// The MTP head (engine/model/mtp_head.cpp) on a backend against tools/mtp.py's reference
+// (tests/fixtures/models/tiny-mtp*, tools/make_mtp_fixtures.py): draft logits of the pass over each prompt (pair
+// (h_i, x_{i+1}) at position i) at the recorded positions, and a greedy draft chain from the prompt's end whose
+// later steps feed back the head's own h' at position + 1. Used by tests/golden/mtp_golden_test.cpp (CPU, 1e-3) and
+// tests/golden/cuda_model_test.cpp (GPU, fp16 tolerances).
+#pragma once
+
+#include <catch2/catch_test_macros.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/checkpoint.h"
+#include "model/mtp_head.h"
+#include "model/qwen35_model.h"
+#include "model/weight_provider.h"
+
+namespace voltserve::testing {
+
+struct MtpReferenceDiff {
+  float teacher_forced_worst = 0.0f;  // max |engine - reference| over the recorded positions' draft logits
+  float chain_worst = 0.0f;           // ... over the greedy chain's logits
+  float max_abs_logit = 0.0f;         // the reference's largest |logit| (for relative tolerances)
+  bool drafts_equal = true;           // the chain's greedy drafts equal the reference's
+};
+
+inline float mtp_max_abs_diff(const float* a, const std::vector<float>& b) {
+  float m = 0.0f;
+  for (size_t i = 0; i < b.size(); ++i) {
+    REQUIRE(std::isfinite(a[i]));
+    m = std::max(m, std::fabs(a[i] - b[i]));
+  }
+  return m;
+}
+
+inline kernels::SeqDesc mtp_seq_desc(int32_t row0, int32_t n_tokens, int32_t n_past) {
+  kernels::SeqDesc d;
+  d.row0 = row0;
+  d.n_tokens = n_tokens;
+  d.n_past = n_past;
+  d.slot = -1;
+  return d;
+}
+
+inline MtpReferenceDiff check_mtp_against_reference(const std::filesystem::path& fixture, Backend& backend) {
+  MtpReferenceDiff out;
+  std::ifstream in(fixture / "reference.json");
+  REQUIRE(in.good());
+  const auto ref = nlohmann::json::parse(in);
+
+  auto model = Qwen35Model::load(fixture, backend);
+  REQUIRE(model.is_ok());
+  const ModelConfig& cfg = (*model)->config();
+  REQUIRE(cfg.mtp_num_hidden_layers == 1);
+  ModelStepLimits limits;
+  limits.max_tokens = 128;
+  limits.max_seqs = 1;
+  limits.max_page_refs = 16;
+  limits.n_slots = 1;
+  REQUIRE((*model)->configure(limits).is_ok());
+  auto cache = (*model)->alloc_cache(16, 16, 1, 0);
+  REQUIRE(cache.is_ok());
+  auto ckpt = Checkpoint::open(fixture);
+  REQUIRE(ckpt.is_ok());
+  REQUIRE(checkpoint_has_mtp(*ckpt));
+  CheckpointWeights source(*ckpt, cfg);
+  auto head = MtpHead::load(source, cfg, backend, (*model)->embedding(), (*model)->output(),
+                            (*model)->final_norm());
+  INFO(head.status().to_string());
+  REQUIRE(head.is_ok());
+  REQUIRE((*head)->configure(128, 32).is_ok());
+  auto kv = (*head)->alloc_cache(16, 16);
+  REQUIRE(kv.is_ok());
+  const auto vocab = static_cast<size_t>(cfg.vocab_size);
+  std::vector<int32_t> pages(16);
+  std::iota(pages.begin(), pages.end(), 0);
+
+  for (const auto& p : ref["prompts"]) {
+    const auto ids = p["ids"].get<std::vector<int32_t>>();
+    const auto n = static_cast<int32_t>(ids.size());
+    const auto& m = p["mtp"];
+    INFO("prompt of " << n);
+    REQUIRE((*model)->reset_slot(*cache, 0).is_ok());
+    // The main model over the prompt (its final-normed rows stay in the workspace).
+    StepBatch main;
+    main.tokens = ids;
+    kernels::SeqDesc d = mtp_seq_desc(0, n, 0);
+    d.slot = 0;
+    d.n_prompt = n;
+    main.seqs = {d};
+    main.page_table = pages;
+    StepResult main_result;
+    REQUIRE((*model)->forward(main, *cache, main_result).is_ok());
+
+    // One pass over (h_i, x_{i+1}), i = 0..n-1, with x_n the main model's greedy token: the recorded
+    // teacher-forced positions, then the chain's first step at n - 1 (output last).
+    StepBatch pass;
+    pass.tokens.assign(ids.begin() + 1, ids.end());
+    pass.tokens.push_back(m["chain_next_token"].get<int32_t>());
+    pass.seqs = {mtp_seq_desc(0, n, 0)};
+    pass.page_table = pages;
+    const auto positions = m["positions"].get<std::vector<int32_t>>();
+    for (int32_t pos : positions) pass.outputs.push_back({pos, kOutLogits, {}});
+    OutputRow chain_row{n - 1, kOutSample | kOutLogits, {}};
+    chain_row.sampling.temperature = 0.0f;
+    pass.outputs.push_back(chain_row);
+    StepResult r;
+    REQUIRE((*head)->forward(pass, (*model)->final_residual(n), MtpHead::Input::kMainResidual, *kv, 16, r).is_ok());
+    REQUIRE(r.logits.size() == pass.outputs.size() * vocab);
+    float worst = 0.0f;
+    for (size_t i = 0; i < positions.size(); ++i) {
+      worst = std::max(worst, mtp_max_abs_diff(r.logits.data() + i * vocab, m["logits"][i].get<std::vector<float>>()));
+    }
+    out.teacher_forced_worst = std::max(out.teacher_forced_worst, worst);
+
+    const auto drafts_ref = m["chain_drafts"].get<std::vector<int32_t>>();
+    const auto& chain_logits = m["chain_logits"];
+    std::vector<int32_t> drafts = {r.rows.back().token};
+    float chain_worst = mtp_max_abs_diff(r.logits.data() + positions.size() * vocab,
+                                     chain_logits[0].get<std::vector<float>>());
+    Tensor h = (*head)->output_hidden(static_cast<int64_t>(pass.outputs.size())).row(
+        static_cast<int64_t>(pass.outputs.size()) - 1);
+    for (size_t s = 1; s < drafts_ref.size(); ++s) {
+      StepBatch step;
+      step.tokens = {drafts.back()};
+      step.seqs = {mtp_seq_desc(0, 1, n - 1 + static_cast<int32_t>(s))};
+      step.page_table = pages;
+      OutputRow o{0, kOutSample | kOutLogits, {}};
+      o.sampling.temperature = 0.0f;
+      step.outputs = {o};
+      StepResult sr;
+      REQUIRE((*head)->forward(step, h, MtpHead::Input::kDraftHidden, *kv, 16, sr).is_ok());
+      chain_worst = std::max(chain_worst, mtp_max_abs_diff(sr.logits.data(), chain_logits[s].get<std::vector<float>>()));
+      drafts.push_back(sr.rows[0].token);
+      h = (*head)->output_hidden(1);
+    }
+    out.chain_worst = std::max(out.chain_worst, chain_worst);
+    out.drafts_equal = out.drafts_equal && drafts == drafts_ref;
+  }
+  for (const auto& p : ref["prompts"]) {
+    for (const auto& l : p["mtp"]["logits"]) {
+      for (float v : l.get<std::vector<float>>()) out.max_abs_logit = std::max(out.max_abs_logit, std::fabs(v));
+    }
+  }
+  return out;
+}
+
+}  // namespace voltserve::testing
