@@ -197,7 +197,10 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
     rp.seed = sp.seed ? *sp.seed : mix_seed(seed_base_, id);
     seq->logit_bias = sp.logit_bias;
     // "auto" on an engine that does not speculate is plain decoding (validation refuses only a k > 0 there).
-    const int32_t k = seq->request.max_new_tokens == 0 || spec_max_k_ == 0
+    // A constrained sequence never speculates: its token masks are per sampled token, and the drafts of a round
+    // would need one mask per verify row (a matcher advanced along the drafts and rolled back on rejection).
+    // Its output is what it would be with k = 0 anyway, so this only costs speed.
+    const int32_t k = seq->request.max_new_tokens == 0 || spec_max_k_ == 0 || seq->matcher != nullptr
                           ? 0
                           : seq->request.speculative_k.value_or(spec_default_k_);
     seq->spec = SpecState(k, spec_max_k_);

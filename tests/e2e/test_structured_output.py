@@ -12,6 +12,7 @@ import jsonschema
 import openai
 import pydantic
 
+import harness
 from harness import Checks, Server
 
 MSG = [{"role": "user", "content": "Give me the data."}]
@@ -235,8 +236,31 @@ def main():
             status, _, _ = srv.get("/health")
             c.check(status == 200, "server healthy after bad schemas")
 
+        def speculation_composes(c):
+            # Served with speculation on (e2e_spec_structured_output: the MTP fixture), every check above ran against
+            # it; here, a constrained request decodes without drafts even when it asks for them, and is valid, while
+            # the same request unconstrained does draft (so the check can fail).
+            if not harness.E2E_MODEL:
+                return
+            schema = SCHEMAS["flat"]
+            n_stop = 0
+            for seed in range(3):
+                r = chat(response_format=rf(schema), temperature=1.0, seed=seed, extra_body={"speculative_k": 3})
+                ch = r.choices[0]
+                c.check("speculative" not in (r.usage.model_extra or {}),
+                        f"seed {seed}: a constrained request drafts nothing: {r.usage.model_extra}")
+                if ch.finish_reason == "stop":
+                    n_stop += 1
+                    c.check(valid(ch.message.content, schema), f"seed {seed}: speculative server, output validates: "
+                                                               f"{ch.message.content!r}")
+            c.check(n_stop >= 2, f"constrained outputs end on the speculative server (stop in {n_stop} of 3)")
+            r = chat(temperature=1.0, seed=0, max_tokens=40, extra_body={"speculative_k": 3})
+            spec = (r.usage.model_extra or {}).get("speculative")
+            c.check(spec is not None and spec["drafted_tokens"] > 0, f"the unconstrained request drafts: {spec}")
+
         Checks().run([schemas_non_stream, unconstrained_is_invalid, stream_and_n, json_object, extensions, sdk_parse,
-                      reasoning_then_constraint, forced_tool_calls, responses_text_format, bad_requests])
+                      reasoning_then_constraint, forced_tool_calls, responses_text_format, bad_requests,
+                      speculation_composes])
 
 
 if __name__ == "__main__":

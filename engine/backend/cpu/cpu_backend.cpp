@@ -438,6 +438,13 @@ void CpuBackend::sample_chunk(const Tensor& hidden, const Tensor& logits, int64_
       fail(internal_error("cpu backend: a verify item's accept rows must be all of its tokens, in order"));
       return;
     }
+    for (int64_t j = i; j < i + n; ++j) {
+      if (params[static_cast<size_t>(j)].mask_row >= 0) {
+        // The engine never speculates a constrained sequence (one mask per sampled token, not per draft).
+        fail(internal_error("cpu backend: a verify item's rows carry token masks; acceptance does not apply them"));
+        return;
+      }
+    }
     smp::AcceptArgs acc;
     acc.logits = logits.f32_row(i);
     acc.logits_stride = logits.stride;

@@ -536,6 +536,12 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
       (!batch.masks.empty() && batch.mask_words != mask_words(limits_))) {
     return internal_error("cuda backend: the step exceeds the configured limits");
   }
+  for (const OutputRow& o : batch.outputs) {
+    // The engine never speculates a constrained sequence (one mask per sampled token, not per draft).
+    if ((o.flags & kOutAccept) && o.sampling.mask_row >= 0) {
+      return internal_error("cuda backend: a verify item's rows carry token masks; acceptance does not apply them");
+    }
+  }
   batch_ = &batch;
   in_step_ = true;
   max_seq_tokens_ = 0;
