@@ -51,7 +51,8 @@ class StepFingerprint {
   uint64_t h_ = kSeed;
 };
 
-// The shape of a step as a graph sees it, or nullopt when the step runs eagerly (more than kMaxGraphTokens rows).
+// The shape of a step as a graph sees it, or nullopt when the step runs eagerly (more than kMaxGraphTokens rows,
+// or token masks: their upload happens at sampling time, from host memory that changes every step).
 // `bucket` is context_bucket() of the step's longest context.
 std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int32_t bucket);
 

@@ -990,7 +990,8 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     if (Status s = ensure_scratch(sample_ws); !s.is_ok()) return fail(std::move(s));
   }
   // The token masks are uploaded here, not in begin_step: the host computes them while the forward runs (the batch
-  // holds them until end_step synchronises).
+  // holds them until end_step synchronises). A step with masks is never captured (step_graph_shape): this copy
+  // reads host memory whose contents change every step.
   if (!batch_->masks.empty()) {
     const cudaError_t e = cudaMemcpyAsync(d_masks_, batch_->masks.data(), batch_->masks.size() * sizeof(uint32_t),
                                           cudaMemcpyHostToDevice, stream_);
