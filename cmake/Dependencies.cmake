@@ -21,3 +21,22 @@ get_target_property(_spdlog_inc spdlog::spdlog_header_only INTERFACE_INCLUDE_DIR
 target_include_directories(voltserve_logging SYSTEM INTERFACE ${_spdlog_inc})
 target_compile_definitions(voltserve_logging INTERFACE SPDLOG_HEADER_ONLY SPDLOG_FMT_EXTERNAL)
 target_link_libraries(voltserve_logging INTERFACE fmt::fmt-header-only Threads::Threads)
+
+# XGrammar (structured output, engine/grammar/): not in Debian; scripts/setup.sh (scripts/xgrammar.sh) builds the
+# pinned PyPI sdist's static C++ library into this prefix once. Found there only: nothing is fetched here.
+set(VOLTSERVE_XGRAMMAR_PREFIX "$ENV{HOME}/.cache/voltserve/xgrammar-0.1.34" CACHE PATH
+    "Where scripts/xgrammar.sh installed XGrammar 0.1.34")
+if(DEFINED ENV{VOLTSERVE_XGRAMMAR_PREFIX})
+  set(VOLTSERVE_XGRAMMAR_PREFIX "$ENV{VOLTSERVE_XGRAMMAR_PREFIX}" CACHE PATH "" FORCE)
+endif()
+find_library(XGRAMMAR_LIBRARY NAMES libxgrammar.a xgrammar PATHS "${VOLTSERVE_XGRAMMAR_PREFIX}/lib"
+             "${VOLTSERVE_XGRAMMAR_PREFIX}/lib64" NO_DEFAULT_PATH)
+find_path(XGRAMMAR_INCLUDE_DIR xgrammar/xgrammar.h PATHS "${VOLTSERVE_XGRAMMAR_PREFIX}/include" NO_DEFAULT_PATH)
+if(NOT XGRAMMAR_LIBRARY OR NOT XGRAMMAR_INCLUDE_DIR)
+  message(FATAL_ERROR "XGrammar not found in ${VOLTSERVE_XGRAMMAR_PREFIX}: run scripts/setup.sh (or "
+                      "scripts/xgrammar.sh), or set VOLTSERVE_XGRAMMAR_PREFIX")
+endif()
+add_library(voltserve_xgrammar INTERFACE)
+target_include_directories(voltserve_xgrammar SYSTEM INTERFACE "${XGRAMMAR_INCLUDE_DIR}")
+target_link_libraries(voltserve_xgrammar INTERFACE "${XGRAMMAR_LIBRARY}" Threads::Threads)
+target_compile_definitions(voltserve_xgrammar INTERFACE XGRAMMAR_ENABLE_CPPTRACE=0)

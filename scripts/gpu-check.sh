@@ -51,6 +51,11 @@ elif ! pkg-config --exists libpcre2-8 libutf8proc cpp-httplib 2>/dev/null; then
   note "and pass carry: [\"gpu-deps\"] to the run"
   exit 1
 fi
+# XGrammar from the carried sdist (or the dev machine's prefix), built once per prefix.
+if [ -d gpu-deps/sdist ]; then
+  export VOLTSERVE_XGRAMMAR_PREFIX=${VOLTSERVE_XGRAMMAR_PREFIX:-$prefix/xgrammar}
+  XG_NEED_SDIST=$(ls gpu-deps/sdist/xgrammar-*.tar.gz 2>/dev/null | head -1)
+fi
 # cmake and ninja come from the PyTorch venv there: on PATH, in the venv's bin, or inside the pip packages.
 find_tool() {
   command -v "$1" >/dev/null 2>&1 && return 0
@@ -65,6 +70,11 @@ find_tool() {
 for tool in cmake ninja pkg-config; do
   find_tool "$tool" || { note "FAIL: no $tool on this machine"; exit 1; }
 done
+if [ -n "${XG_NEED_SDIST:-}" ]; then
+  if ! scripts/xgrammar.sh "$XG_NEED_SDIST" >>"$logs/build.log" 2>&1; then
+    tail -20 "$logs/build.log"; note "FAIL: scripts/xgrammar.sh $XG_NEED_SDIST"; exit 1
+  fi
+fi
 took deps "$t" "$(cmake --version | head -1), ninja $(ninja --version)"
 
 # --- configure + build ---

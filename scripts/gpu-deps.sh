@@ -51,8 +51,12 @@ fetch() {
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
     -d "$deps.tmp/wheels" "${WHEELS[@]}"
   check_wheels "$deps.tmp/wheels"
+  # XGrammar's pinned sdist: gpu-check.sh builds it there (scripts/xgrammar.sh checks its hash).
+  mkdir -p "$deps.tmp/sdist"
+  python3 -m pip download -q --disable-pip-version-check --no-deps --no-binary xgrammar -d "$deps.tmp/sdist" \
+    "xgrammar==$(sed -n 's/^XGRAMMAR_VERSION=//p' "$root/scripts/xgrammar.sh")"
   rm -rf "$deps" && mv "$deps.tmp" "$deps"
-  (cd "$deps" && find debs fallback pc wheels -type f | sort | xargs sha256sum >MANIFEST)
+  (cd "$deps" && find debs fallback pc wheels sdist -type f | sort | xargs sha256sum >MANIFEST)
   echo "gpu-deps: $(find "$deps" -name '*.deb' | wc -l) .debs, $(find "$deps" -name '*.whl' | wc -l) wheels," \
        "$(du -sh "$deps" | cut -f1) in $deps (carry it: \"carry\": [\"gpu-deps\"])"
 }

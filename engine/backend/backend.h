@@ -148,6 +148,10 @@ struct StepBatch {
   std::vector<OutputRow> outputs;           // rows that need outputs, in the order results are returned
   std::vector<int32_t> bias_ids;            // logit_bias entries; OutputRow::sampling.bias_offset indexes them
   std::vector<float> bias_values;
+  // Token masks of constrained rows (structured output): OutputRow::sampling.mask_row indexes them, mask_words
+  // uint32 each (bit id set: id may be sampled); at most one per output row.
+  std::vector<uint32_t> masks;
+  int32_t mask_words = 0;
   void clear();
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
 };
@@ -177,6 +181,9 @@ kernels::gdn::State gdn_state_view(const GdnStateLayer& s);
 Status check_gdn_checkpoints(const StepBatch& batch, const kernels::gdn::State& s, std::string_view backend);
 Status check_gdn_commit(const GdnStateLayer& layer, const kernels::gdn::State& s, int32_t slot, int32_t index,
                         std::string_view backend);
+
+// uint32 words of one token mask for these limits (one bit per lm_head row).
+inline int32_t mask_words(const StepLimits& limits) { return (limits.vocab_size + 31) / 32; }
 
 // The sampler's parameters of each output row of `batch`, with the slot of the row's sequence (-1 when no
 // sequence holds it) and the sampler's flags from the row's output flags: what every backend hands its sampler.

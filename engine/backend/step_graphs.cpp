@@ -13,6 +13,9 @@ int32_t context_bucket(int32_t max_context) {
 
 std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int32_t bucket) {
   if (batch.n_tokens() == 0 || batch.n_tokens() > kMaxGraphTokens) return std::nullopt;
+  // Token masks (structured output) are computed on the host while the forward runs and uploaded at sampling
+  // time, inside the part a graph would capture: such steps run eagerly.
+  if (!batch.masks.empty()) return std::nullopt;
   int32_t max_seq_tokens = 0;
   for (const kernels::SeqDesc& s : batch.seqs) {
     // Speculative work runs eagerly: verify items (checkpoints, drafts), the MTP head's passes (no state slot).

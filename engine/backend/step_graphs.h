@@ -51,9 +51,10 @@ class StepFingerprint {
   uint64_t h_ = kSeed;
 };
 
-// The shape of a step as a graph sees it, or nullopt when the step runs eagerly: more than kMaxGraphTokens rows, or
-// speculative work (a verify item, an MTP head pass, rows asking for acceptance or hidden states) — replaying those
-// crashed on the H200 (bench/RESULTS.md) and they are eager until that is understood.
+// The shape of a step as a graph sees it, or nullopt when the step runs eagerly: more than kMaxGraphTokens rows;
+// token masks (their upload happens at sampling time, from host memory that changes every step); speculative work
+// (a verify item, an MTP head pass, rows asking for acceptance or hidden states) — replaying those crashed on the
+// H200 (bench/RESULTS.md) and they are eager until that is understood.
 // `bucket` is context_bucket() of the step's longest context.
 std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int32_t bucket);
 

@@ -157,7 +157,20 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
   if (!sink) return invalid_argument("submit: the event sink is empty");
   const std::string name = request.id;
   const size_t n_prompt = request.prompt_ids.size();
+  std::unique_ptr<ConstraintMatcher> matcher;
+  if (request.constraint) {
+    if (request.constraint->vocab_size() != limits_.vocab_size) {
+      return invalid_argument("submit: the constraint was compiled for a vocabulary of " +
+                              std::to_string(request.constraint->vocab_size()) + " tokens, the model has " +
+                              std::to_string(limits_.vocab_size));
+    }
+    matcher = make_matcher(request.constraint);
+    if (!matcher) return invalid_argument("submit: the constraint is not one this engine's grammar module made");
+  }
+  const bool constraint_now = request.constraint_after_token < 0;
   auto seq = std::make_unique<Sequence>(0, std::move(request), std::move(sink), geometry_.page_size);
+  seq->matcher = std::move(matcher);
+  seq->constraint_active = seq->matcher != nullptr && constraint_now;
   RequestId id = 0;
   {
     std::lock_guard lk(mutex_);
@@ -184,7 +197,10 @@ Result<RequestId> EngineImpl::submit(Request request, EventSink sink) {
     rp.seed = sp.seed ? *sp.seed : mix_seed(seed_base_, id);
     seq->logit_bias = sp.logit_bias;
     // "auto" on an engine that does not speculate is plain decoding (validation refuses only a k > 0 there).
-    const int32_t k = seq->request.max_new_tokens == 0 || spec_max_k_ == 0
+    // A constrained sequence never speculates: its token masks are per sampled token, and the drafts of a round
+    // would need one mask per verify row (a matcher advanced along the drafts and rolled back on rejection).
+    // Its output is what it would be with k = 0 anyway, so this only costs speed.
+    const int32_t k = seq->request.max_new_tokens == 0 || spec_max_k_ == 0 || seq->matcher != nullptr
                           ? 0
                           : seq->request.speculative_k.value_or(spec_default_k_);
     seq->spec = SpecState(k, spec_max_k_);
@@ -240,6 +256,9 @@ void EngineImpl::publish_stats_locked() {
   s.n_tokens_generated_total = counters_.n_tokens_generated_total;
   s.n_steps = counters_.n_steps;
   s.n_preemptions = counters_.n_preemptions;
+  s.n_token_masks = counters_.n_token_masks;
+  s.mask_us_total = counters_.mask_us_total;
+  s.mask_wait_us_total = counters_.mask_wait_us_total;
   s.max_speculative_k = spec_max_k_;
   s.n_tokens_drafted_total = counters_.n_tokens_drafted_total;
   s.n_tokens_accepted_total = counters_.n_tokens_accepted_total;
@@ -370,8 +389,22 @@ bool EngineImpl::step() {
   sched_log().debug("step {}: {} sequences, {} tokens, {} new pages, {} admitted, {} preempted", counters_.n_steps,
                     plan.items.size(), plan.n_tokens, plan.n_new_pages, plan.n_admitted, plan.preempted.size());
 
-  const StepRequest request{steps_, outputs_};
+  StepRequest request{steps_, outputs_, {}};
+  bool masks_pending = false;
+  if (!mask_jobs_.empty()) {
+    counters_.n_token_masks += mask_jobs_.size();
+    mask_worker_.start(mask_jobs_);
+    masks_pending = true;
+    request.await_masks = [&] {
+      if (!masks_pending) return;
+      const auto t0 = std::chrono::steady_clock::now();
+      counters_.mask_us_total += static_cast<uint64_t>(mask_worker_.wait());
+      counters_.mask_wait_us_total += static_cast<uint64_t>(micros_since(t0));
+      masks_pending = false;
+    };
+  }
   Status st = guarded([&] { return runner_->step(request, result_); });
+  if (masks_pending) request.await_masks();  // a runner that failed early: the worker must not outlive the step
   ++counters_.n_steps;
   if (st.is_ok() && result_.rows.size() != outputs_.size()) {
     st = internal_error("the runner returned " + std::to_string(result_.rows.size()) + " output rows, expected " +
@@ -460,6 +493,7 @@ bool EngineImpl::step() {
 void EngineImpl::build_request(const StepPlan& plan) {
   steps_.clear();
   outputs_.clear();
+  mask_jobs_.clear();
   output_item_.clear();
   for (size_t idx = 0; idx < plan.items.size(); ++idx) {
     const StepItem& item = plan.items[idx];
@@ -525,6 +559,13 @@ void EngineImpl::build_request(const StepPlan& plan) {
       o.sampling = s.sampling;
       o.sampling.draw_index = static_cast<uint64_t>(s.n_generated());
       o.logit_bias = s.logit_bias;
+      if (s.constraint_active) {
+        // The mask for the token this row samples (the matcher has accepted every generated token so far),
+        // computed by the mask worker while the forward runs.
+        s.token_mask.resize(static_cast<size_t>((limits_.vocab_size + 31) / 32));
+        mask_jobs_.push_back({s.matcher.get(), s.token_mask.data()});
+        o.token_mask = s.token_mask;
+      }
       outputs_.push_back(o);
       output_item_.push_back(static_cast<int32_t>(idx));
     }
@@ -590,7 +631,21 @@ void EngineImpl::emit_token(Sequence& seq, const RowResult& row) {
   }
   const std::vector<int32_t>& stops = seq.request.stop_token_ids;
   FinishReason reason = FinishReason::kNone;
-  if (!seq.request.ignore_eos && std::find(stops.begin(), stops.end(), token) != stops.end()) {
+  bool constraint_done = false;
+  if (seq.constraint_active) {
+    if (!seq.matcher->accept(token)) {
+      finish(seq, FinishReason::kError,
+             internal_error("the sampled token " + std::to_string(token) + " is not one the " +
+                            seq.request.constraint->describe() + " constraint allows"),
+             std::move(ev));
+      return;
+    }
+    constraint_done = seq.matcher->terminated();
+  } else if (seq.matcher && token == seq.request.constraint_after_token) {
+    seq.constraint_active = true;  // the reasoning block ended: the constraint applies from the next token
+  }
+  if (constraint_done ||
+      (!seq.request.ignore_eos && std::find(stops.begin(), stops.end(), token) != stops.end())) {
     reason = FinishReason::kStop;
   } else if (seq.n_generated() >= seq.request.max_new_tokens ||
              static_cast<int32_t>(seq.tokens.size()) >= limits_.context_length) {

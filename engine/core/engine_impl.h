@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/id_pool.h"
+#include "core/mask_worker.h"
 #include "runner/model_runner.h"
 #include "core/request_validation.h"
 #include "core/sequence.h"
@@ -98,6 +99,8 @@ class EngineImpl final : public Engine {
   SlotAllocator slots_;
   std::vector<SeqStep> steps_;        // the step being built, reused
   std::vector<RowRequest> outputs_;
+  std::vector<MaskWorker::Job> mask_jobs_;  // this step's structured-output masks
+  MaskWorker mask_worker_;
   std::vector<int32_t> output_item_;  // per output: its plan item
   StepResult result_;
   bool logged_fault_ = false;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "cache/page_table.h"
 #include "core/speculation.h"
 #include "sampling/sampling.h"
+#include "voltserve/grammar.h"
 #include "voltserve/request.h"
 
 namespace voltserve {
@@ -43,7 +45,12 @@ struct Sequence {
   bool finished = false;
   int32_t slot = -1;
   PageTable pages;
-  std::vector<float> prompt_logits;  // Request::n_prompt_logits rows, filled as the prompt is computed
+  std::vector<float> prompt_logits;
+  // Structured output: the sequence's matcher (null: unconstrained), whether it applies yet (reasoning ends
+  // first), and the token mask of this step's sample row.
+  std::unique_ptr<ConstraintMatcher> matcher;
+  bool constraint_active = false;
+  std::vector<uint32_t> token_mask;  // Request::n_prompt_logits rows, filled as the prompt is computed
   std::chrono::steady_clock::time_point submitted_at;
   int64_t ttft_us = 0;
   // Speculative decoding (core/speculation.h): the MTP head's drafts for the next verify item (after tokens.back()),

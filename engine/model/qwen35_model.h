@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -77,7 +78,10 @@ class Qwen35Model {
   Status commit(Qwen35Cache& cache, int32_t slot, int32_t index) const;
 
   // One batched step; the batch is assumed valid (the runner checks it).
-  Status forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
+  // before_sampling: called after the layers, before the lm_head samples (structured-output masks arrive then:
+  // the caller completes batch.masks in it).
+  Status forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
+                 const std::function<void()>& before_sampling = {}) const;
 
  private:
   Qwen35Model() = default;
@@ -97,7 +101,8 @@ class Qwen35Model {
     Tensor logits;     // [logits_rows, vocab] fp32
   };
   Activations activations(int64_t n_tokens, int64_t n_outputs) const;
-  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
+  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
+                      const std::function<void()>& before_sampling) const;
   void attention_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
   void gdn_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
 

@@ -165,6 +165,7 @@ Status Qwen35Runner::reset_slot(int32_t slot) {
 Status Qwen35Runner::build_batch(const StepRequest& request) {
   StepBatch& b = batch_;
   b.clear();
+  pending_masks_.clear();
   std::set<int32_t> slots;
   int64_t n_tokens = 0;
   for (const SeqStep& s : request.seqs) n_tokens += static_cast<int64_t>(s.tokens.size());
@@ -292,6 +293,19 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
     row.row = d.row0 + o.token_index;
     row.flags = o.flags;
     row.sampling = o.sampling;
+    row.sampling.mask_row = -1;
+    if (!o.token_mask.empty()) {
+      const int32_t words = (info_.vocab_size + 31) / 32;
+      if (static_cast<int32_t>(o.token_mask.size()) != words) {
+        return invalid_argument(where + "a token mask of " + std::to_string(o.token_mask.size()) + " words, not " +
+                                std::to_string(words));
+      }
+      b.mask_words = words;
+      row.sampling.mask_row = static_cast<int32_t>(b.masks.size() / static_cast<size_t>(words));
+      // The contents may still be in the making (StepRequest::await_masks): copied in before sampling.
+      b.masks.resize(b.masks.size() + static_cast<size_t>(words));
+      pending_masks_.push_back(o.token_mask);
+    }
     if (!o.logit_bias.empty() && o.logit_bias.data() == last_bias) {  // rows of one request share its entries
       row.sampling.bias_offset = last_offset;
       row.sampling.bias_count = last_count;
@@ -315,7 +329,14 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
   result.clear();
   VS_RETURN_IF_ERROR(build_batch(request));
   if (batch_.tokens.empty()) return Status::ok();
-  VS_RETURN_IF_ERROR(model_->forward(batch_, cache_, result));
+  auto before_sampling = [&] {
+    if (request.await_masks) request.await_masks();
+    const auto words = static_cast<size_t>(batch_.mask_words);
+    for (size_t i = 0; i < pending_masks_.size(); ++i) {
+      std::copy(pending_masks_[i].begin(), pending_masks_[i].end(), batch_.masks.begin() + static_cast<ptrdiff_t>(i * words));
+    }
+  };
+  VS_RETURN_IF_ERROR(model_->forward(batch_, cache_, result, before_sampling));
   if (drafter_) {
     for (const SeqStep& s : request.seqs) {
       if (s.mtp) {

@@ -66,6 +66,7 @@ class Qwen35Runner final : public ModelRunner {
   CacheGeometry geometry_;
   StepCapacity capacity_;
   StepBatch batch_;                        // reused from step to step
+  std::vector<std::span<const uint32_t>> pending_masks_;  // the step's token masks, copied into batch_ before sampling
   std::vector<int32_t> verify_tokens_;     // per slot: tokens of its last verify item (0: none pending)
   std::optional<MemoryPlan> plan_;
 };

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -61,11 +62,17 @@ struct RowRequest {
   // runner), and its logit_bias entries.
   kernels::sampling::RowParams sampling;
   std::span<const std::pair<int32_t, float>> logit_bias;
+  // With kOutSample, structured output: (vocab_size + 31) / 32 words, bit id set where id may be sampled; empty:
+  // unconstrained. One mask per row, so each row of a verify item can carry its own.
+  std::span<const uint32_t> token_mask;
 };
 
 struct StepRequest {
   std::span<const SeqStep> seqs;
   std::span<const RowRequest> outputs;
+  // Set when some row has a token_mask whose contents are still being computed (structured output, on the engine's
+  // mask worker while the forward runs): the runner calls it before it reads any token_mask, after the forward.
+  std::function<void()> await_masks;
 };
 
 class ModelRunner {

@@ -63,6 +63,8 @@ struct Params {
   const int32_t* bias_ids;
   const float* bias_values;
   PenaltyState pen;
+  const uint32_t* masks;  // token masks (RowParams::mask_row), mask_words per row; null: none
+  int32_t mask_words;
   Outputs out;
   SliceStat* stats;   // [rows, slices]
   uint64_t* cand;     // [rows, slices, kCandidates]
@@ -361,7 +363,7 @@ __global__ void __launch_bounds__(kScanThreads, 3) scan_kernel(const Params p) {
   __shared__ ScanSmem sm;
   const int32_t lo = s * kSliceSize;
   const int32_t len = min(kSliceSize, p.n_vocab - lo);
-  const RowProcess rp = row_process(row, p.bias_ids, p.bias_values, p.pen, p.n_vocab);
+  const RowProcess rp = row_process(row, p.bias_ids, p.bias_values, p.pen, p.n_vocab, p.masks, p.mask_words);
   const int tid = static_cast<int>(threadIdx.x);
   if (rp.bias_count > 0) build_bias_bits<kScanThreads>(rp, lo, len, sm.bias_bits);
   if (tid == 0) {
@@ -830,7 +832,7 @@ __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params 
     static_assert(sizeof(f.top) >= kSliceSize / 8, "slice bias bitmap fits");
     const int32_t lo = plan.walk_slice * kSliceSize;
     const int32_t len = min(kSliceSize, p.n_vocab - lo);
-    const RowProcess rp = row_process(row, p.bias_ids, p.bias_values, p.pen, p.n_vocab);
+    const RowProcess rp = row_process(row, p.bias_ids, p.bias_values, p.pen, p.n_vocab, p.masks, p.mask_words);
     if (rp.bias_count > 0) build_bias_bits<kFinishThreads>(rp, lo, len, bits);
     for (int32_t e = tid; e < len; e += kFinishThreads) {
       int32_t cnt;
@@ -889,7 +891,7 @@ __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params 
   }
 
   if (general) {
-    const RowProcess rp = row_process(row, p.bias_ids, p.bias_values, p.pen, p.n_vocab);
+    const RowProcess rp = row_process(row, p.bias_ids, p.bias_values, p.pen, p.n_vocab, p.masks, p.mask_words);
     uint32_t* bits = reinterpret_cast<uint32_t*>(area);
     if (rp.bias_count > 0) build_bias_bits<kFinishThreads>(rp, 0, p.n_vocab, bits);
     GeneralPath gp{logits,
@@ -980,6 +982,8 @@ KernelStatus sample(const DeviceArgs& a) {
   p.bias_ids = a.bias_ids;
   p.bias_values = a.bias_values;
   p.pen = a.penalties;
+  p.masks = a.masks;
+  p.mask_words = a.mask_words;
   p.out = a.out;
   auto* base = static_cast<unsigned char*>(a.workspace);
   p.stats = reinterpret_cast<SliceStat*>(base + l.stats);

@@ -4,6 +4,8 @@
 // kernels (tests/kernels/sampling_ref_test.cpp, sampling_gpu_test.cpp). CUDA-free header.
 //
 // Order of operations per row (the order Hugging Face's generate() applies its processors and warpers):
+//   0. a row with a token mask (structured output, mask_row >= 0) sees the ids whose bit is clear as -inf: they are
+//      never sampled; logprobs stay those of the raw distribution;
 //   1. logit_bias added (entries with ids outside [0, n_vocab_real) are ignored; the engine rejects them earlier);
 //   2. repetition penalty (HF) over the ids of prompt and generated tokens, once per distinct id: a positive
 //      logit is divided by it, a negative one multiplied;
@@ -55,7 +57,14 @@ struct RowParams {
   int32_t bias_count = 0;
   uint64_t seed = 0;        // the request's seed (Philox key)
   uint64_t draw_index = 0;  // which draw of the request this is: the index of the token being generated
+  int32_t mask_row = -1;    // >= 0: the row's token bitmask is masks[mask_row * mask_words ...] (bit id set: allowed)
 };
+
+// Row r's token mask, or null: the words of RowParams::mask_row in a step's masks (mask_words per row).
+inline const uint32_t* row_mask(const uint32_t* masks, int32_t mask_words, int32_t mask_row) {
+  if (masks == nullptr || mask_row < 0 || mask_words <= 0) return nullptr;
+  return masks + static_cast<int64_t>(mask_row) * mask_words;
+}
 
 // Per-slot state the penalties read, updated from each step's input tokens (update_penalties): a token at a
 // position below its sequence's n_prompt sets its prompt bit, one at or after it counts as generated.
@@ -88,15 +97,18 @@ struct RefArgs {
   const int32_t* bias_ids = nullptr;  // the step's logit_bias entries, all rows back to back
   const float* bias_values = nullptr;
   PenaltyState penalties;  // read only here
+  const uint32_t* masks = nullptr;  // the step's token masks, mask_words uint32 per mask (RowParams::mask_row)
+  int32_t mask_words = 0;
   Outputs out;
   const HostParallel* parallel = nullptr;
 };
 void sample_ref(const RefArgs& a);
 
 // The pieces of sample_ref, for tests and host tools.
-// Steps 1-3 into out[0, n_vocab_real) (NaN replaced by -inf).
+// Steps 0-3 into out[0, n_vocab_real) (NaN replaced by -inf); mask: the row's token mask or null.
 void process_logits_ref(const float* logits, int32_t n_vocab_real, const RowParams& row, const int32_t* bias_ids,
-                        const float* bias_values, const PenaltyState& penalties, std::vector<float>& out);
+                        const float* bias_values, const PenaltyState& penalties, std::vector<float>& out,
+                        const uint32_t* mask = nullptr);
 // Step 5 over processed logits: (id, probability) pairs in the order the draw walks them (see above); greedy gives
 // the argmax with probability 1; empty when nothing is samplable.
 void final_distribution_ref(const std::vector<float>& processed, const RowParams& row,
@@ -118,6 +130,8 @@ struct DeviceArgs {
   const int32_t* bias_ids = nullptr;
   const float* bias_values = nullptr;
   PenaltyState penalties;
+  const uint32_t* masks = nullptr;  // device memory, as RefArgs::masks
+  int32_t mask_words = 0;
   Outputs out;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;

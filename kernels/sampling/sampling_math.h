@@ -120,11 +120,14 @@ struct RowProcess {
   bool penalized = false;
   bool rep_on = false, pf_on = false;
   float rep = 1.0f, presence = 0.0f, frequency = 0.0f;
+  const uint32_t* mask = nullptr;  // the row's token mask (structured output): ids with a clear bit are -inf
 };
 
 VS_HD RowProcess row_process(const RowParams& row, const int32_t* bias_ids, const float* bias_values,
-                             const PenaltyState& pen, int32_t n_vocab_real) {
+                             const PenaltyState& pen, int32_t n_vocab_real, const uint32_t* masks = nullptr,
+                             int32_t mask_words = 0) {
   RowProcess p;
+  if (masks != nullptr && row.mask_row >= 0 && mask_words > 0) p.mask = masks + static_cast<int64_t>(row.mask_row) * mask_words;
   if (row.bias_count > 0 && row.bias_offset >= 0 && bias_ids != nullptr && bias_values != nullptr) {
     p.bias_ids = bias_ids + row.bias_offset;
     p.bias_values = bias_values + row.bias_offset;
@@ -153,6 +156,7 @@ VS_HD bool prompt_bit(uint32_t word, int32_t id) { return ((word >> (id & 31)) &
 // unless has_penalty_state).
 VS_HD float process_value(float raw, int32_t id, bool maybe_biased, int32_t count, bool in_prompt,
                           const RowProcess& p) {
+  if (p.mask != nullptr && ((p.mask[id >> 5] >> (id & 31)) & 1u) == 0) return neg_inf();
   float v = raw != raw ? neg_inf() : raw;
   if (maybe_biased) {
     for (int32_t b = 0; b < p.bias_count; ++b) {

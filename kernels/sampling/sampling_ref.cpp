@@ -25,6 +25,9 @@ bool in_prompt(const PenaltyState& s, int32_t slot, int32_t id) {
   return (bits[id / 32] >> (id % 32)) & 1u;
 }
 
+void apply_bias_and_penalties(int32_t n, const RowParams& row, const int32_t* bias_ids, const float* bias_values,
+                              const PenaltyState& penalties, std::vector<float>& out);
+
 void sample_row(const RefArgs& a, int32_t r) {
   const RowParams& row = a.rows[r];
   const float* logits = a.logits + static_cast<int64_t>(r) * a.logits_stride;
@@ -41,7 +44,8 @@ void sample_row(const RefArgs& a, int32_t r) {
   }
   std::vector<float> processed;
   std::vector<std::pair<int32_t, double>> dist;
-  process_logits_ref(logits, n, row, a.bias_ids, a.bias_values, a.penalties, processed);
+  process_logits_ref(logits, n, row, a.bias_ids, a.bias_values, a.penalties, processed,
+                     row_mask(a.masks, a.mask_words, row.mask_row));
   final_distribution_ref(processed, row, dist);
   int32_t chosen = -1;
   if (!dist.empty()) {
@@ -75,11 +79,24 @@ void sample_row(const RefArgs& a, int32_t r) {
 }  // namespace
 
 void process_logits_ref(const float* logits, int32_t n, const RowParams& row, const int32_t* bias_ids,
-                        const float* bias_values, const PenaltyState& penalties, std::vector<float>& out) {
+                        const float* bias_values, const PenaltyState& penalties, std::vector<float>& out,
+                        const uint32_t* mask) {
   out.assign(logits, logits + n);
   for (float& x : out) {
     if (std::isnan(x)) x = kNegInf;
   }
+  // Masked ids become -inf after the bias and penalties (a bias must not revive them).
+  apply_bias_and_penalties(n, row, bias_ids, bias_values, penalties, out);
+  if (mask == nullptr) return;
+  for (size_t id = 0; id < out.size(); ++id) {
+    if (((mask[id / 32] >> (id % 32)) & 1u) == 0) out[id] = kNegInf;
+  }
+}
+
+namespace {
+
+void apply_bias_and_penalties(int32_t n, const RowParams& row, const int32_t* bias_ids, const float* bias_values,
+                              const PenaltyState& penalties, std::vector<float>& out) {
   for (int32_t b = 0; b < row.bias_count; ++b) {
     const int32_t id = bias_ids[row.bias_offset + b];
     if (id >= 0 && id < n) out[static_cast<size_t>(id)] += bias_values[row.bias_offset + b];
@@ -105,6 +122,8 @@ void process_logits_ref(const float* logits, int32_t n, const RowParams& row, co
     }
   }
 }
+
+}  // namespace
 
 void final_distribution_ref(const std::vector<float>& processed, const RowParams& row,
                             std::vector<std::pair<int32_t, double>>& out) {

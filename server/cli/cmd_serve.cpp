@@ -119,6 +119,17 @@ void run_serve(http::ServeSettings s) {
     fail("cannot load the model from " + model_dir.string() + ": " + engine.status().to_string());
   }
   ctx.model_info = (*engine)->model_info();
+  // Structured output: the grammar engine over this vocabulary; a constraint ends at the tokens that end a
+  // generation (make_engine_request's stop ids).
+  std::vector<int32_t> grammar_stops = ctx.model_info.eos_token_ids;
+  if (auto eos = tokenizer->token_id(tokenizer->eos_token())) grammar_stops.push_back(*eos);
+  Result<std::unique_ptr<GrammarCompiler>> grammar =
+      GrammarCompiler::create(*tokenizer, ctx.model_info.vocab_size, grammar_stops);
+  if (grammar.is_ok()) {
+    ctx.grammar = grammar->get();
+  } else {
+    log.warn("structured output is off: {}", grammar.status().to_string());
+  }
 
   ctx.tokenizer = &*tokenizer;
   ctx.chat_template = chat_template ? &*chat_template : nullptr;

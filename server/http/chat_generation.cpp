@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "chat/chat_prompt.h"
+#include "http/constraint_compile.h"
+#include "http/tool_call_constraint.h"
 #include "http/stream_support.h"
 #include "openai/api_error.h"
 #include "openai/responses.h"
@@ -67,6 +69,12 @@ PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool
                               : "<tool_call>\n{\"name\": \"";
     }
     prompt += cfg.primed_text;
+    // The rest of the call is constrained: arguments valid against the tool's schema, then the call closes. It
+    // replaces a response_format (the answer is the call, not content).
+    openai::StructuredOutput call;
+    call.spec = tool_call_constraint(request.tools, named ? request.tool_choice_name : "", ctx.template_uses_xml_tools);
+    call.param = "tool_choice";
+    request.options.structured = std::move(call);
   }
   Result<std::vector<int32_t>> ids = ctx.tokenizer->encode(prompt, /*parse_special=*/true);
   if (!ids.is_ok()) throw ApiError(ErrorCode::kInvalidRequest, ids.status().message(), "messages");
@@ -75,6 +83,9 @@ PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool
     openai::check_context(request.options, static_cast<int64_t>(out.prompt_ids.size()),
                           ctx.model_info.context_length, "messages");
   }
+  compile_constraint(ctx, request.options);
+  // A prompt that leaves the model inside <think>: the constraint applies once the reasoning ends.
+  if (request.options.constraint && cfg.started_in_reasoning) out.constraint_after_token = reasoning_end_token(ctx);
   return out;
 }
 
@@ -82,7 +93,9 @@ std::unique_ptr<Generation> submit_chat(ServerContext& ctx, const std::string& r
                                         const openai::ChatRequest& request) {
   auto generation = std::make_unique<Generation>(*ctx.engine);
   for (int i = 0; i < request.options.n; ++i) {
-    Status s = generation->submit(i, make_engine_request(ctx, request_id, i, prepared.prompt_ids, request.options));
+    Request r = make_engine_request(ctx, request_id, i, prepared.prompt_ids, request.options);
+    r.constraint_after_token = prepared.constraint_after_token;
+    Status s = generation->submit(i, std::move(r));
     if (!s.is_ok()) throw openai::api_error_from_status(s, s.code() == StatusCode::kOutOfRange ? "messages" : "");
   }
   return generation;

@@ -22,6 +22,7 @@ struct PreparedChat {
   std::string prompt;  // the rendered prompt, primed text included
   std::vector<int32_t> prompt_ids;
   ChatPipelineConfig pipeline;
+  int32_t constraint_after_token = -1;  // structured output starts after this token (</think>); -1: at once
 };
 
 // Renders and tokenizes `request` (filling request.options.max_tokens from the context when unset). Throws ApiError:

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "http/constraint_compile.h"
 #include "http/generation.h"
 #include "http/generation_session.h"
 #include "http/stream_support.h"
@@ -174,6 +175,7 @@ void handle_completions(ServerContext& ctx, const std::string& body, const std::
     n_prompt.push_back(static_cast<int64_t>(ids.size()));
     prompts.push_back(std::move(ids));
   }
+  compile_constraint(ctx, request.options);
   auto generation = std::make_unique<Generation>(*ctx.engine);
   int n = request.options.n;
   for (size_t i = 0; i < prompts.size(); ++i) {

@@ -127,6 +127,13 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
                        "# TYPE voltserve_num_preemptions_total counter\nvoltserve_num_preemptions_total{{{}}} {}\n",
                        label, stats->n_preemptions);
     gauge("voltserve_engine_healthy", "1 when the engine can serve.", stats->healthy ? 1 : 0);
+    gauge("voltserve_structured_output_masks_total", "Structured-output token masks computed.",
+          static_cast<double>(stats->n_token_masks));
+    gauge("voltserve_structured_output_mask_seconds_total", "Time the mask worker spent computing them.",
+          static_cast<double>(stats->mask_us_total) * 1e-6);
+    gauge("voltserve_structured_output_mask_wait_seconds_total",
+          "Time the step waited for masks after its forward (the part the forward did not hide).",
+          static_cast<double>(stats->mask_wait_us_total) * 1e-6);
     // Speculative decoding (vLLM's spec_decode names): drafts proposed and accepted, in all and per draft position
     // (position 1 is the first draft of a round).
     if (stats->max_speculative_k > 0) {

@@ -14,6 +14,7 @@
 #include "http/serve_options.h"
 #include "openai/request_limits.h"
 #include "voltserve/engine.h"
+#include "voltserve/grammar.h"
 #include "voltserve/model_info.h"
 
 namespace voltserve::http {
@@ -30,6 +31,7 @@ struct ServerContext {
   // Set once before phase becomes kReady, then read-only.
   Engine* engine = nullptr;
   const Tokenizer* tokenizer = nullptr;
+  GrammarCompiler* grammar = nullptr;  // structured output; nullptr: requests asking for it answer 400
   const chat::ChatTemplate* chat_template = nullptr;  // nullptr: the model has none (chat routes answer 400)
   std::string bos_token;                              // the template's special tokens ("" when none)
   std::string eos_token;

@@ -24,6 +24,7 @@ Request make_engine_request(const ServerContext& ctx, const std::string& request
   }
   for (int32_t id : options.stop_token_ids) r.stop_token_ids.push_back(id);
   r.n_top_logprobs = options.logprobs ? options.top_logprobs : -1;
+  r.constraint = options.constraint;
   r.speculative_k = options.speculative_k;
   return r;
 }

@@ -262,19 +262,6 @@ void read_reasoning_controls(const Json& body, ChatRequest& out) {
 }
 
 void read_unsupported(const Json& body) {
-  if (const Json* rf = find_field(body, "response_format")) {
-    if (!rf->is_object()) fail_invalid("response_format", "'response_format' must be an object");
-    std::optional<std::string> type = read_string(*rf, "type", "response_format.type");
-    if (!type) fail_invalid("response_format.type", "'response_format.type' is required");
-    if (*type == "json_object" || *type == "json_schema") {
-      fail_unsupported("response_format",
-                       fmt::format("response_format '{}' is not supported yet (no structured output); use 'text'", *type));
-    }
-    if (*type != "text") {
-      fail_invalid("response_format.type", fmt::format("'response_format.type' must be 'text', 'json_object' or "
-                                                       "'json_schema'; got '{}'", *type));
-    }
-  }
   if (find_field(body, "functions") || find_field(body, "function_call")) {
     fail_unsupported(find_field(body, "functions") ? "functions" : "function_call",
                      "the deprecated 'functions'/'function_call' fields are not supported; use 'tools'");

@@ -94,6 +94,7 @@ void read_logit_bias(const Json& body, const RequestLimits& limits, GenerationOp
 
 void read_generation_options(const Json& body, const RequestLimits& limits, bool chat, GenerationOptions& out) {
   resolve_model(body, limits, out);
+  out.structured = read_structured_output(body, chat);
 
   SamplingParams& s = out.sampling;
   if (auto v = read_number(body, "temperature", "temperature", 0.0, 2.0)) s.temperature = static_cast<float>(*v);

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "openai/json_body.h"
 #include "openai/request_limits.h"
+#include "openai/structured_output.h"
 #include "voltserve/sampling.h"
 
 namespace voltserve::openai {
@@ -29,6 +31,9 @@ struct GenerationOptions {
   bool skip_special_tokens = true;
   bool logprobs = false;
   int32_t top_logprobs = 0;
+  std::optional<StructuredOutput> structured;  // a constraint on the output (structured_output.h)
+  // `structured` compiled for the model (http/constraint_compile.h); make_engine_request hands it to the engine.
+  std::shared_ptr<const CompiledConstraint> constraint;
   std::optional<int32_t> speculative_k;  // extension: drafts per round, 0 off, -1 "auto"; unset: the server's
 };
 

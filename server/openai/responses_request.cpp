@@ -294,19 +294,24 @@ Json convert_tool_choice(const Json& body, Json& tools) {
   fail_invalid("tool_choice.type", fmt::format("unknown 'tool_choice.type' '{}'", type));
 }
 
-void read_text_config(const Json& body) {
+// text.format becomes the chat body's response_format (Responses flattens json_schema's name/schema/strict into the
+// format object); parse_chat_request validates it and errors are renamed back to text.format.
+void read_text_config(const Json& body, Json& chat) {
   const Json* text = find_field(body, "text");
   if (!text) return;
   if (!text->is_object()) fail_invalid("text", "'text' must be an object");
   if (const Json* format = find_field(*text, "format")) {
     if (!format->is_object()) fail_invalid("text.format", "'text.format' must be an object");
     std::string type = required_string(*format, "type", "text.format");
-    if (type == "json_schema" || type == "json_object") {
-      fail_unsupported("text.format", fmt::format("text.format '{}' is not supported yet (no structured output); use "
-                                                  "'text'",
-                                                  type));
+    if (type == "json_object") chat["response_format"] = {{"type", "json_object"}};
+    if (type == "json_schema") {
+      Json js = Json::object();
+      for (const char* k : {"name", "schema", "strict", "description"}) {
+        if (const Json* v = find_field(*format, k)) js[k] = *v;
+      }
+      chat["response_format"] = {{"type", "json_schema"}, {"json_schema", js}};
     }
-    if (type != "text") {
+    if (type != "text" && type != "json_object" && type != "json_schema") {
       fail_invalid("text.format.type",
                    fmt::format("'text.format.type' must be 'text', 'json_schema' or 'json_object'; got '{}'", type));
     }
@@ -336,7 +341,8 @@ void read_metadata(const Json& body) {
 // Renames a chat-field param of an error raised by parse_chat_request to the Responses field it came from.
 std::string responses_param(const std::string& chat_param) {
   static const std::pair<std::string, std::string> kRenames[] = {
-      {"max_completion_tokens", "max_output_tokens"}, {"response_format", "text.format"},
+      {"max_completion_tokens", "max_output_tokens"}, {"response_format.json_schema", "text.format"},
+      {"response_format", "text.format"},
       {"reasoning_effort", "reasoning.effort"}};
   for (const auto& [from, to] : kRenames) {
     if (chat_param.rfind(from, 0) == 0) return to + chat_param.substr(from.size());
@@ -392,10 +398,10 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
     fail_invalid("truncation", "'truncation' must be 'auto' or 'disabled'");
   }
   (void)read_integer(body, "max_tool_calls", "max_tool_calls", 1, INT32_MAX);
-  read_text_config(body);
   read_metadata(body);
 
   Json chat = Json::object();
+  read_text_config(body, chat);
   for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                           "repetition_penalty", "repeat_penalty", "seed", "stop", "ignore_eos", "skip_special_tokens",
                           "logit_bias", "stop_token_ids", "parallel_tool_calls", "stream", "chat_template_kwargs",

@@ -39,11 +39,10 @@ class Server:
         self.api_key = api_key
         self.log = tempfile.NamedTemporaryFile(prefix="voltserve-e2e-", suffix=".log", delete=False)
         args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--threads", "1",
-                "--context", "1024", *extra_args]
+                "--context", str(context), *extra_args]
         if E2E_MODEL:
             args += ["--model", os.path.join(SOURCE_DIR, "tests", "fixtures", "models", E2E_MODEL),
                      "--served-model-name", "tiny-chat"]
-                "--context", str(context), *extra_args]
         if api_key:
             args += ["--api-key", api_key]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)

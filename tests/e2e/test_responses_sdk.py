@@ -223,10 +223,11 @@ def main():
                     c.check(e.body.get("param") == param and tools[0]["type"] in e.body.get("message", ""),
                             f"hosted tool refused naming it: {e.body}")
             try:
-                client.responses.create(model=model, input="x", text={"format": {"type": "json_object"}})
-                c.check(False, "json_object must be refused until structured output exists")
+                client.responses.create(model=model, input="x",
+                                        text={"format": {"type": "json_schema", "name": "x", "schema": "{no"}})
+                c.check(False, "a malformed text.format schema must be refused")
             except openai.BadRequestError as e:
-                c.check(e.body.get("param") == "text.format", f"param {e.body}")
+                c.check(e.body.get("param") == "text.format.schema", f"param {e.body}")
             try:
                 client.responses.create(model="gpt-9", input="x")
                 c.check(False, "unknown model must 404")

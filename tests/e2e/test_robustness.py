@@ -80,7 +80,7 @@ CASES = [
     ("bad tool name", "/v1/chat/completions", chat(tools=[{"type": "function", "function": {"name": "a b"}}]), 400,
      "tools[0].function.name"),
     ("response_format json_schema", "/v1/chat/completions", chat(response_format={"type": "json_schema"}), 400,
-     "response_format"),
+     "response_format.json_schema"),
     ("response_format xml", "/v1/chat/completions", chat(response_format={"type": "xml"}), 400, "response_format.type"),
     ("enable_thinking string", "/v1/chat/completions", chat(chat_template_kwargs={"enable_thinking": "no"}), 400,
      "chat_template_kwargs.enable_thinking"),

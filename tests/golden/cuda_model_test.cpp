@@ -501,7 +501,7 @@ TEST_CASE("CUDA: decode steps replayed as graphs equal eager launches", "[gpu]")
       o.sampling = params(i, static_cast<int32_t>(q.tokens.size()) - q.n_prompt);
       outs.push_back(o);
     }
-    const Status s = r.step({steps, outs}, res);
+    const Status s = r.step({steps, outs, {}}, res);
     INFO("step " << step_no << ": " << s.to_string());
     REQUIRE(s.is_ok());
     for (int i = 0; i < n_live; ++i) seqs[static_cast<size_t>(i)].tokens.push_back(res.rows[static_cast<size_t>(i)].token);

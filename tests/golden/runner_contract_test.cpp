@@ -173,16 +173,16 @@ TEST_CASE("Per-row outputs for any rows of several sequences: logits, hidden sta
   steps[1].n_prompt = 9;
   // Rows in an arbitrary order, mixing what they ask for.
   std::vector<RowRequest> out(5);
-  out[0] = {1, 4, kOutLogits | kOutHidden, {}, {}};
-  out[1] = {0, 0, kOutLogits, {}, {}};
-  out[2] = {0, 17, kOutHidden | kOutLogits | kOutSample, {}, {}};
+  out[0] = {1, 4, kOutLogits | kOutHidden, {}, {}, {}};
+  out[1] = {0, 0, kOutLogits, {}, {}, {}};
+  out[2] = {0, 17, kOutHidden | kOutLogits | kOutSample, {}, {}, {}};
   out[2].sampling.temperature = 0.0f;
-  out[3] = {1, 8, kOutSample | kOutLogprobs, {}, {}};
+  out[3] = {1, 8, kOutSample | kOutLogprobs, {}, {}, {}};
   out[3].sampling.temperature = 0.0f;
   out[3].sampling.n_top_logprobs = 3;
-  out[4] = {0, 22, kOutLogits, {}, {}};
+  out[4] = {0, 22, kOutLogits, {}, {}, {}};
   StepResult result;
-  REQUIRE(runner->step({steps, out}, result).is_ok());
+  REQUIRE(runner->step({steps, out, {}}, result).is_ok());
   REQUIRE(result.rows.size() == 5);
   REQUIRE(result.logits.size() == 4 * static_cast<size_t>(vocab));
   REQUIRE(result.hidden.size() == 2 * static_cast<size_t>(hidden));
@@ -381,7 +381,7 @@ TEST_CASE("The backend's sampling op agrees with the reference sampler on the lo
       o.sampling.draw_index = generated.size();
       o.logit_bias = bias;
       StepResult result;
-      REQUIRE(runner->step({std::span<const SeqStep>(&st, 1), std::span<const RowRequest>(&o, 1)}, result).is_ok());
+      REQUIRE(runner->step({std::span<const SeqStep>(&st, 1), std::span<const RowRequest>(&o, 1), {}}, result).is_ok());
       REQUIRE(result.logits.size() == static_cast<size_t>(vocab));
 
       // The reference on the same logits, with penalty state rebuilt from the same tokens.

@@ -257,7 +257,7 @@ TEST_CASE("After a speculative round the GDN state and KV equal decoding the acc
   row.flags = kOutSample;
   row.sampling.temperature = 0.0f;
   StepResult r;
-  REQUIRE((*spec)->step({std::span<const SeqStep>(&st, 1), std::span<const RowRequest>(&row, 1)}, r).is_ok());
+  REQUIRE((*spec)->step({std::span<const SeqStep>(&st, 1), std::span<const RowRequest>(&row, 1), {}}, r).is_ok());
   const int32_t x1 = r.rows[0].token;
   const std::vector<int32_t> drafts = r.rows[0].drafts;
   REQUIRE(static_cast<int32_t>(drafts.size()) == k);
@@ -273,7 +273,7 @@ TEST_CASE("After a speculative round the GDN state and KV equal decoding the acc
     rows[j].sampling.temperature = 0.0f;
     rows[j].sampling.draw_index = 1 + j;
   }
-  REQUIRE((*spec)->step({std::span<const SeqStep>(&st, 1), rows}, r).is_ok());
+  REQUIRE((*spec)->step({std::span<const SeqStep>(&st, 1), rows, {}}, r).is_ok());
   std::vector<int32_t> emitted;
   for (const RowResult& rr : r.rows) {
     if (rr.status == kernels::sampling::kRowOk) emitted.push_back(rr.token);
@@ -289,7 +289,7 @@ TEST_CASE("After a speculative round the GDN state and KV equal decoding the acc
   pt.page_table = pages;
   pt.tokens = ids;
   pt.n_prompt = 21;
-  REQUIRE((*plain)->step({std::span<const SeqStep>(&pt, 1), std::span<const RowRequest>(&row, 1)}, r).is_ok());
+  REQUIRE((*plain)->step({std::span<const SeqStep>(&pt, 1), std::span<const RowRequest>(&row, 1), {}}, r).is_ok());
   REQUIRE(r.rows[0].token == x1);
   std::vector<int32_t> kept = {x1};
   kept.insert(kept.end(), emitted.begin(), emitted.end() - 1);
@@ -298,7 +298,7 @@ TEST_CASE("After a speculative round the GDN state and KV equal decoding the acc
     pt.tokens = std::span<const int32_t>(kept).subspan(j, 1);
     RowRequest one = row;
     one.token_index = 0;
-    REQUIRE((*plain)->step({std::span<const SeqStep>(&pt, 1), std::span<const RowRequest>(&one, 1)}, r).is_ok());
+    REQUIRE((*plain)->step({std::span<const SeqStep>(&pt, 1), std::span<const RowRequest>(&one, 1), {}}, r).is_ok());
     CHECK(r.rows[0].token == emitted[j]);  // the verify row emitted what decoding emits
   }
 

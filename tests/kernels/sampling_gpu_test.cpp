@@ -161,6 +161,8 @@ struct Batch {
   int32_t pen_vocab = 0, n_slots = 0;
   std::vector<int32_t> counts;
   std::vector<uint32_t> bits;
+  std::vector<uint32_t> masks;  // structured-output token masks (RowParams::mask_row), mask_words per row
+  int32_t mask_words = 0;
   int32_t n_rows() const { return static_cast<int32_t>(rows.size()); }
   PenaltyState host_penalties() {
     PenaltyState s;
@@ -261,6 +263,8 @@ Results run_reference(Batch& b) {
   a.bias_ids = b.bias_ids.data();
   a.bias_values = b.bias_values.data();
   a.penalties = b.host_penalties();
+  a.masks = b.masks.empty() ? nullptr : b.masks.data();
+  a.mask_words = b.mask_words;
   a.out = Outputs{r.token.data(), r.logprob.data(), r.top_ids.data(), r.top_logprobs.data(), r.status.data(),
                   r.nan_index.data()};
   a.parallel = &threads;
@@ -270,8 +274,10 @@ Results run_reference(Batch& b) {
 
 // Device copies of a batch's inputs (logits, rows, bias, penalties).
 struct DeviceBatch {
-  std::unique_ptr<Guarded> logits, rows, bias_ids, bias_values, counts, bits;
+  std::unique_ptr<Guarded> logits, rows, bias_ids, bias_values, counts, bits, masks;
   explicit DeviceBatch(Batch& b) {
+    masks = std::make_unique<Guarded>(b.masks.size() * sizeof(uint32_t));
+    masks->upload(b.masks.data());
     logits = std::make_unique<Guarded>(b.logits.size() * sizeof(float));
     rows = std::make_unique<Guarded>(b.rows.size() * sizeof(RowParams));
     bias_ids = std::make_unique<Guarded>(b.bias_ids.size() * sizeof(int32_t));
@@ -352,6 +358,8 @@ DeviceArgs device_args(const Batch& b, const DeviceBatch& d, const DeviceOutputs
   a.penalties.n_slots = b.n_slots;
   a.penalties.counts = d.counts->as<int32_t>();
   a.penalties.prompt_bits = d.bits->as<uint32_t>();
+  a.masks = b.masks.empty() ? nullptr : d.masks->as<uint32_t>();
+  a.mask_words = b.mask_words;
   a.out = o.outputs();
   a.workspace = o.workspace.p();
   a.workspace_bytes = o.workspace.bytes;
@@ -378,7 +386,8 @@ bool boundary_case(Batch& b, int32_t r, int32_t t, const std::string& name) {
   const RowParams& p = b.rows[static_cast<size_t>(r)];
   const float* x = b.logits.data() + static_cast<size_t>(r) * static_cast<size_t>(b.stride);
   std::vector<float> processed;
-  process_logits_ref(x, b.n_real, p, b.bias_ids.data(), b.bias_values.data(), b.host_penalties(), processed);
+  process_logits_ref(x, b.n_real, p, b.bias_ids.data(), b.bias_values.data(), b.host_penalties(), processed,
+                     row_mask(b.masks.empty() ? nullptr : b.masks.data(), b.mask_words, p.mask_row));
   std::vector<std::pair<int32_t, double>> dist;
   final_distribution_ref(processed, p, dist);
   const double u = uniform_draw(p.seed, p.draw_index, kStreamSample);
@@ -542,6 +551,41 @@ TEST_CASE("sampling gpu: every setting at the Qwen3.5 vocabulary (248077 of 2483
     const Results ref = run_reference(b);
     const Results dev = run_device(b, stream.s);
     CHECK(compare(b, dev, ref, batch_label(b, shape)));
+  }
+}
+
+TEST_CASE("sampling gpu: structured-output token masks match the reference, masked ids never sampled", "[gpu]") {
+  REQUIRE_DEVICE();
+  Stream stream;
+  uint64_t seed = 1500;
+  for (const int32_t n_real : {3033, 248077}) {
+    for (LogitShape shape : {LogitShape::kPeaked, LogitShape::kFlat}) {
+      Batch b = make_batch(n_real, n_real + 7, shape, 2, seed++, n_real);
+      SampleRng rng(seed * 7);
+      b.mask_words = (n_real + 31) / 32;
+      // Every other row gets a mask of a few random allowed ids.
+      int32_t n_masks = 0;
+      for (int32_t r = 0; r < b.n_rows(); r += 2) {
+        std::vector<uint32_t> m(static_cast<size_t>(b.mask_words), 0u);
+        const int allowed = 1 + static_cast<int>(rng.next() % 50);
+        for (int i = 0; i < allowed; ++i) {
+          const auto id = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(n_real));
+          m[static_cast<size_t>(id / 32)] |= 1u << (id % 32);
+        }
+        b.rows[static_cast<size_t>(r)].mask_row = n_masks++;
+        b.masks.insert(b.masks.end(), m.begin(), m.end());
+      }
+      const Results ref = run_reference(b);
+      const Results dev = run_device(b, stream.s);
+      CHECK(compare(b, dev, ref, batch_label(b, shape) + " masked"));
+      for (int32_t r = 0; r < b.n_rows(); r += 2) {
+        const int32_t t = dev.token[static_cast<size_t>(r)];
+        if (t < 0 || dev.status[static_cast<size_t>(r)] != kRowOk) continue;
+        const uint32_t* m =
+            b.masks.data() + static_cast<size_t>(b.rows[static_cast<size_t>(r)].mask_row) * static_cast<size_t>(b.mask_words);
+        CHECK(((m[t / 32] >> (t % 32)) & 1u) == 1u);
+      }
+    }
   }
 }
 

@@ -483,7 +483,7 @@ TEST_CASE("order keys: monotone in the value, -0 == +0, invertible; composites o
   CHECK(composite_order(composite_key(order_key(2.0f), 0)) == order_key(2.0f));
 }
 
-TEST_CASE("process_value equals process_logits_ref bit for bit", "[unit]") {
+TEST_CASE("process_value equals process_logits_ref bit for bit (with and without a token mask)", "[unit]") {
   SampleRng rng(2);
   for (int trial = 0; trial < 60; ++trial) {
     const int32_t n = 1 + static_cast<int32_t>(rng.next() % 300);
@@ -505,9 +505,22 @@ TEST_CASE("process_value equals process_logits_ref bit for bit", "[unit]") {
     p.frequency_penalty = trial % 5 == 0 ? 0.0f : static_cast<float>(rng.uniform());
     p.bias_offset = static_cast<int32_t>(rng.next() % 10);
     p.bias_count = static_cast<int32_t>(rng.next() % 20);
+    // Odd trials: a structured-output mask (second row of two) allowing about a third of the ids.
+    const int32_t words = (n + 31) / 32;
+    std::vector<uint32_t> masks(static_cast<size_t>(2 * words), 0u);
+    for (int32_t id = 0; id < n; ++id) {
+      if (rng.next() % 3 == 0) masks[static_cast<size_t>(words + id / 32)] |= 1u << (id % 32);
+    }
+    if (trial % 2 == 1) p.mask_row = 1;
     std::vector<float> want;
-    process_logits_ref(x.data(), n, p, st.bias_ids.data(), st.bias_values.data(), st.pen, want);
-    const RowProcess rp = row_process(p, st.bias_ids.data(), st.bias_values.data(), st.pen, n);
+    process_logits_ref(x.data(), n, p, st.bias_ids.data(), st.bias_values.data(), st.pen, want,
+                       row_mask(masks.data(), words, p.mask_row));
+    const RowProcess rp = row_process(p, st.bias_ids.data(), st.bias_values.data(), st.pen, n, masks.data(), words);
+    if (trial % 2 == 1) {
+      for (int32_t id = 0; id < n; ++id) {
+        if (((masks[static_cast<size_t>(words + id / 32)] >> (id % 32)) & 1u) == 0) CHECK(want[static_cast<size_t>(id)] == -kInf);
+      }
+    }
     int diff = 0;
     for (int32_t id = 0; id < n; ++id) {
       int32_t count = 0;

@@ -82,6 +82,12 @@ TEST_CASE("a step's graph shape: decode-sized steps only, and everything launche
   hidden.outputs[0].flags |= kOutHidden;
   CHECK_FALSE(step_graph_shape(hidden, 256).has_value());
   CHECK_FALSE(step_graph_shape(StepBatch{}, 256).has_value());
+  // A step with token masks (structured output) runs eagerly: its masks are uploaded at sampling time.
+  StepBatch masked = b;
+  masked.mask_words = 2;
+  masked.outputs[1].sampling.mask_row = 0;
+  masked.masks.assign(2, 0xffffffffu);
+  CHECK_FALSE(step_graph_shape(masked, 256).has_value());
 }
 
 TEST_CASE("the fingerprint tells op sequences apart by pointer, shape, order and value", "[unit]") {

@@ -48,7 +48,7 @@ void run_steps(Qwen35Runner& r, int32_t n_prompt) {
     row.token_index = static_cast<int32_t>(st.tokens.size()) - 1;
     row.flags = kOutSample;
     StepResult result;
-    const Status s = r.step({std::span<const SeqStep>(&st, 1), std::span<const RowRequest>(&row, 1)}, result);
+    const Status s = r.step({std::span<const SeqStep>(&st, 1), std::span<const RowRequest>(&row, 1), {}}, result);
     INFO(s.to_string());
     REQUIRE(s.is_ok());
   }

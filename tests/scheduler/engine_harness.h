@@ -66,7 +66,7 @@ inline std::vector<int32_t> plain_greedy(const FakeRunnerOptions& options, const
     row.token_index = static_cast<int32_t>(step.tokens.size()) - 1;
     row.flags = kOutSample;
     row.sampling.temperature = 0.0f;
-    REQUIRE(runner.step({std::span<const SeqStep>(&step, 1), std::span<const RowRequest>(&row, 1)}, result).is_ok());
+    REQUIRE(runner.step({std::span<const SeqStep>(&step, 1), std::span<const RowRequest>(&row, 1), {}}, result).is_ok());
     n_past = static_cast<int32_t>(tokens.size());
     REQUIRE(result.rows.size() == 1);
     const int32_t t = result.rows[0].token;

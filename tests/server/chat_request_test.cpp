@@ -157,7 +157,7 @@ TEST_CASE("bad requests are 400s naming the field", "[unit]") {
   CHECK_API_ERROR(parse_with("logit_bias", {{"abc", 1}}), 400, "logit_bias");
   CHECK_API_ERROR(parse_with("logit_bias", {{"5000", 1}}), 400, "logit_bias");
   CHECK_API_ERROR(parse_with("logit_bias", {{"5", 500}}), 400, "logit_bias");
-  CHECK_API_ERROR(parse_with("response_format", {{"type", "json_schema"}}), 400, "response_format");
+  CHECK_API_ERROR(parse_with("response_format", {{"type", "json_schema"}}), 400, "response_format.json_schema");
   CHECK_API_ERROR(parse_with("response_format", {{"type", "xml"}}), 400, "response_format.type");
   CHECK_API_ERROR(parse_with("model", "gpt-9"), 404, "model");
   CHECK_API_ERROR(parse_with("messages", "hello"), 400, "messages");

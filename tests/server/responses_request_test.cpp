@@ -159,7 +159,7 @@ TEST_CASE("responses: every bad field is a 4xx naming it", "[unit]") {
   bad(R"({"input": "x", "max_output_tokens": 0})", 400, "max_output_tokens");
   bad(R"({"input": "x", "max_output_tokens": 100000})", 400, "max_output_tokens");
   bad(R"({"input": "x", "reasoning": {"effort": "extreme"}})", 400, "reasoning.effort");
-  bad(R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", 400, "text.format");
+  bad(R"({"input": "x", "text": {"format": {"type": "json_schema"}}})", 400, "text.format.schema");
   bad(R"({"input": "x", "metadata": {"k": 1}})", 400, "metadata.k");
   bad(R"({"input": "x", "background": true})", 400, "background");
   bad(R"({"input": "x", "previous_response_id": 3})", 400, "previous_response_id");

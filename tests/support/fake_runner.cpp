@@ -235,6 +235,9 @@ Status FakeRunner::step(const StepRequest& request, StepResult& result) {
     a.bias_ids = bias_ids.data();
     a.bias_values = bias_values.data();
     a.penalties = penalties;
+    p.mask_row = o.token_mask.empty() ? -1 : 0;
+    a.masks = o.token_mask.data();
+    a.mask_words = static_cast<int32_t>(o.token_mask.size());
     a.out = {&token, &logprob, top_ids.data(), top_lp.data(), &status, &nan_index};
     kernels::sampling::sample_ref(a);
     RowResult& r = result.rows[i];

@@ -32,7 +32,7 @@ inline Status forward_rows(ModelRunner& runner, std::span<const SeqStep> steps, 
     if (!found) return out_of_range("logit row " + std::to_string(r) + " is outside the step's tokens");
   }
   StepResult result;
-  VS_RETURN_IF_ERROR(runner.step({steps, outputs}, result));
+  VS_RETURN_IF_ERROR(runner.step({steps, outputs, {}}, result));
   logits = std::move(result.logits);
   return Status::ok();
 }

@@ -159,7 +159,8 @@ Status CpuBackend::begin_step(const StepBatch& batch) {
   if (batch.n_tokens() > limits_.max_tokens || static_cast<int32_t>(batch.seqs.size()) > limits_.max_seqs ||
       static_cast<int32_t>(batch.page_table.size()) > limits_.max_page_refs ||
       static_cast<int32_t>(batch.bias_ids.size()) > limits_.max_bias ||
-      static_cast<int32_t>(batch.outputs.size()) > limits_.max_tokens) {
+      static_cast<int32_t>(batch.outputs.size()) > limits_.max_tokens ||
+      batch.masks.size() > batch.outputs.size() * static_cast<size_t>(mask_words(limits_))) {
     return internal_error("cpu backend: the step exceeds the configured limits (" + std::to_string(batch.n_tokens()) +
                           " tokens, " + std::to_string(batch.seqs.size()) + " sequences, " +
                           std::to_string(batch.page_table.size()) + " page refs, " +
@@ -414,6 +415,8 @@ void CpuBackend::sample_chunk(const Tensor& hidden, const Tensor& logits, int64_
   a.bias_ids = batch_->bias_ids.data();
   a.bias_values = batch_->bias_values.data();
   a.penalties = penalties_;
+  a.masks = batch_->masks.empty() ? nullptr : batch_->masks.data();
+  a.mask_words = batch_->mask_words;
   a.out = {token.data(), logprob.data(), top_ids.data(), top_lp.data(), status.data(), nan_index.data()};
   a.parallel = &pool_;
   smp::sample_ref(a);
@@ -434,6 +437,13 @@ void CpuBackend::sample_chunk(const Tensor& hidden, const Tensor& logits, int64_
     if (s == nullptr || o.row != s->row0 || n != s->n_tokens || s->n_draft != n - 1) {
       fail(internal_error("cpu backend: a verify item's accept rows must be all of its tokens, in order"));
       return;
+    }
+    for (int64_t j = i; j < i + n; ++j) {
+      if (params[static_cast<size_t>(j)].mask_row >= 0) {
+        // The engine never speculates a constrained sequence (one mask per sampled token, not per draft).
+        fail(internal_error("cpu backend: a verify item's rows carry token masks; acceptance does not apply them"));
+        return;
+      }
     }
     smp::AcceptArgs acc;
     acc.logits = logits.f32_row(i);

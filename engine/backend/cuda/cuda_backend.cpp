@@ -318,6 +318,7 @@ class CudaBackend final : public Backend {
   kernels::sampling::RowParams* d_row_params_ = nullptr;
   int32_t* d_bias_ids_ = nullptr;
   float* d_bias_values_ = nullptr;
+  uint32_t* d_masks_ = nullptr;  // [max_tokens, mask_words(limits)]: the step's token masks
   int32_t* d_token_out_ = nullptr;
   float* d_logprob_out_ = nullptr;
   int32_t* d_top_ids_ = nullptr;
@@ -487,6 +488,7 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(d_row_params_, static_cast<size_t>(T), "step sampling parameters"));
   VS_RETURN_IF_ERROR(take(d_bias_ids_, static_cast<size_t>(limits.max_bias), "step logit_bias ids"));
   VS_RETURN_IF_ERROR(take(d_bias_values_, static_cast<size_t>(limits.max_bias), "step logit_bias values"));
+  VS_RETURN_IF_ERROR(take(d_masks_, static_cast<size_t>(T) * static_cast<size_t>(mask_words(limits)), "token masks"));
   VS_RETURN_IF_ERROR(take(d_token_out_, static_cast<size_t>(T), "sampled tokens"));
   VS_RETURN_IF_ERROR(take(d_logprob_out_, static_cast<size_t>(T), "logprobs"));
   VS_RETURN_IF_ERROR(take(d_top_ids_, static_cast<size_t>(T) * kernels::sampling::kMaxTopLogprobs, "top ids"));
@@ -538,8 +540,16 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   const auto n_out = static_cast<int32_t>(batch.outputs.size());
   if (batch.n_tokens() > limits_.max_tokens || static_cast<int32_t>(batch.seqs.size()) > limits_.max_seqs ||
       static_cast<int32_t>(batch.page_table.size()) > limits_.max_page_refs ||
-      static_cast<int32_t>(batch.bias_ids.size()) > limits_.max_bias || n_out > limits_.max_tokens) {
+      static_cast<int32_t>(batch.bias_ids.size()) > limits_.max_bias || n_out > limits_.max_tokens ||
+      batch.masks.size() > static_cast<size_t>(n_out) * static_cast<size_t>(mask_words(limits_)) ||
+      (!batch.masks.empty() && batch.mask_words != mask_words(limits_))) {
     return internal_error("cuda backend: the step exceeds the configured limits");
+  }
+  for (const OutputRow& o : batch.outputs) {
+    // The engine never speculates a constrained sequence (one mask per sampled token, not per draft).
+    if ((o.flags & kOutAccept) && o.sampling.mask_row >= 0) {
+      return internal_error("cuda backend: a verify item's rows carry token masks; acceptance does not apply them");
+    }
   }
   batch_ = &batch;
   in_step_ = true;
@@ -988,6 +998,14 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
   if (sample_ws > scratch_bytes_) {
     if (Status s = ensure_scratch(sample_ws); !s.is_ok()) return fail(std::move(s));
   }
+  // The token masks are uploaded here, not in begin_step: the host computes them while the forward runs (the batch
+  // holds them until end_step synchronises). A step with masks is never captured (step_graph_shape): this copy
+  // reads host memory whose contents change every step.
+  if (!batch_->masks.empty()) {
+    const cudaError_t e = cudaMemcpyAsync(d_masks_, batch_->masks.data(), batch_->masks.size() * sizeof(uint32_t),
+                                          cudaMemcpyHostToDevice, stream_);
+    if (e != cudaSuccess) return fail(cuda::cuda_status(e, "cudaMemcpyAsync (token masks)", __FILE__, __LINE__));
+  }
   int64_t logit_row = 0, hidden_row = 0;
   const size_t elem = dtype_bytes(hidden.dtype);
   for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
@@ -1007,6 +1025,8 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
       a.bias_ids = d_bias_ids_;
       a.bias_values = d_bias_values_;
       a.penalties = penalties_;
+      a.masks = batch_->masks.empty() ? nullptr : d_masks_;
+      a.mask_words = batch_->mask_words;
       a.out.token = d_token_out_ + r0;
       a.out.logprob = d_logprob_out_ + r0;
       a.out.top_ids = d_top_ids_ + r0 * kernels::sampling::kMaxTopLogprobs;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 namespace voltserve {
 
 using RequestId = uint64_t;
+class CompiledConstraint;  // voltserve/grammar.h
 
 struct Request {
   std::string id;                       // for logs (`req=<id>`)
@@ -24,6 +26,12 @@ struct Request {
   int32_t n_top_logprobs = -1;          // -1: no logprobs; 0..20: logprob of the chosen token + this many alternatives
   // > 0: return the fp32 logits (full vocabulary) of the last n_prompt_logits prompt positions in the final event.
   int32_t n_prompt_logits = 0;
+  // Structured output (voltserve/grammar.h): every generated token is one the constraint allows, and the
+  // generation stops (finish_reason "stop") once it is complete. Compiled for this engine's vocabulary.
+  std::shared_ptr<const CompiledConstraint> constraint;
+  // >= 0: the constraint starts after this token is generated (a reasoning model's </think>); before it, tokens
+  // are free. -1: it applies from the first token.
+  int32_t constraint_after_token = -1;
   // Speculative decoding with the model's MTP head: drafts per round. Unset: EngineConfig::speculative_k; 0: off;
   // kSpeculativeAuto: picked per round from the request's running acceptance; 1..EngineConfig::max_speculative_k.
   // Output is unchanged by it: greedy output is identical, sampled output has the same distribution.

@@ -1,0 +1,63 @@
+"""Structured-output cost on the CPU fixture model: decode tokens/s of a real `voltserve serve` with and without a JSON
+schema at 1 and 16 concurrent requests, and the mask time per token from /metrics (the mask worker's time, and the
+part of it the forward did not hide). Every request generates exactly max_tokens (ignore_eos; the schema is long
+enough never to complete), so both runs decode the same number of tokens.
+  python3 bench/structured/bench_structured.py [--tokens 128] [--rounds 2]   (needs build/voltserve)"""
+import argparse
+import concurrent.futures
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "e2e"))
+from harness import Server  # noqa: E402
+
+SCHEMA = {"type": "array", "minItems": 200, "items": {
+    "type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string", "maxLength": 8},
+                                     "ok": {"type": "boolean"}},
+    "required": ["id", "name", "ok"], "additionalProperties": False}}
+
+
+def one(srv, tokens, constrained, seed):
+    body = {"messages": [{"role": "user", "content": "List the records."}], "max_tokens": tokens, "temperature": 1.0,
+            "seed": seed, "ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}}
+    if constrained:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "records", "schema": SCHEMA}}
+    status, _, raw = srv.post("/v1/chat/completions", body, timeout=600)
+    assert status == 200, raw[:300]
+    return json.loads(raw)["usage"]["completion_tokens"]
+
+
+def run(srv, concurrency, tokens, constrained, rounds):
+    m0 = srv.metrics()
+    t0 = time.time()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:
+        n = sum(ex.map(lambda i: one(srv, tokens, constrained, i), range(concurrency * rounds)))
+    dt = time.time() - t0
+    m1 = srv.metrics()
+    d = lambda k: m1.get(k, 0.0) - m0.get(k, 0.0)  # noqa: E731
+    masks = d("voltserve_structured_output_masks_total")
+    return {"tokens": n, "seconds": dt, "tok_s": n / dt, "masks": masks,
+            "mask_us": 1e6 * d("voltserve_structured_output_mask_seconds_total") / masks if masks else 0.0,
+            "wait_us": 1e6 * d("voltserve_structured_output_mask_wait_seconds_total") / masks if masks else 0.0}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    with Server("--max-running", "16") as srv:  # the harness's one CPU thread
+        one(srv, 8, True, 0)  # compile the schema once (cached) and warm up
+        for concurrency in (1, 16):
+            free = run(srv, concurrency, a.tokens, False, a.rounds)
+            cons = run(srv, concurrency, a.tokens, True, a.rounds)
+            loss = 100.0 * (1.0 - cons["tok_s"] / free["tok_s"])
+            print(f"batch {concurrency:2d}: unconstrained {free['tok_s']:7.1f} tok/s, json_schema {cons['tok_s']:7.1f} "
+                  f"tok/s ({loss:+.1f}% loss); mask {cons['mask_us']:.0f} us/token on the worker, "
+                  f"{cons['wait_us']:.0f} us/token not hidden by the forward ({cons['tokens']} tokens)", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,21 @@
+// A forced tool call (tool_choice "required" or a named function) as a structured-output constraint on what the model
+// writes after the primed opening of the call, in the model's own tool-call format (the one chat/tool_calls.h
+// parses): Qwen3.5+ XML (<parameter=P>\nvalue\n</parameter>, strings raw, other types as JSON) or Qwen3 JSON
+// ({"name": ..., "arguments": {...}}). The arguments follow each tool's parameters schema, then the call closes and
+// the generation ends. Tested by tests/e2e/test_structured_output.py (forced calls always valid).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "openai/chat_request.h"
+#include "voltserve/grammar.h"
+
+namespace voltserve::http {
+
+// `named`: the forced function ("" for "required": any of `tools`, its name written by the model). `xml`: the
+// Qwen3.5+ format. Matches the primed text of chat_generation.cpp's prepare_chat.
+ConstraintSpec tool_call_constraint(const std::vector<openai::ToolDefinition>& tools, const std::string& named,
+                                    bool xml);
+
+}  // namespace voltserve::http

@@ -1,0 +1,236 @@
+// engine/grammar/ (voltserve/grammar.h over XGrammar) with the CPU reference sampler: random logits, masked by the
+// matcher, always give output the constraint accepts; without the mask the same draws do not (so the checks can
+// fail); bad specs are kInvalidArgument naming the problem; identical specs share one compiled grammar.
+#include <catch2/catch_test_macros.hpp>
+#include <nlohmann/json.hpp>
+
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "grammar/choice_grammar.h"
+#include "sampling/sampling.h"
+#include "voltserve/grammar.h"
+#include "voltserve/tokenizer.h"
+
+namespace voltserve {
+namespace {
+
+namespace ks = kernels::sampling;
+
+const char* kModelDir = VOLTSERVE_SOURCE_DIR "/tests/fixtures/models/tiny-chat";
+constexpr int32_t kVocab = 3033;  // the fixture's lm_head rows (config.json vocab_size)
+
+struct Fixture {
+  Tokenizer tok;
+  std::vector<int32_t> stops;
+  std::unique_ptr<GrammarCompiler> compiler;
+};
+
+Fixture& fixture() {
+  static Fixture f = [] {
+    Result<Tokenizer> t = Tokenizer::load(kModelDir);
+    REQUIRE(t.is_ok());
+    Fixture out{std::move(t).value(), {}, nullptr};
+    out.stops.push_back(*out.tok.token_id(out.tok.eos_token()));
+    Result<std::unique_ptr<GrammarCompiler>> c = GrammarCompiler::create(out.tok, kVocab, out.stops);
+    REQUIRE(c.is_ok());
+    out.compiler = std::move(c).value();
+    return out;
+  }();
+  return f;
+}
+
+// Samples up to max_tokens from random logits (temperature 1), masked by `matcher` when `masked`. Returns the text
+// and whether the matcher terminated (accepted a stop token once complete).
+std::pair<std::string, bool> generate(ConstraintMatcher& matcher, bool masked, uint64_t seed, int max_tokens) {
+  Fixture& f = fixture();
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::normal_distribution<float> noise(0.0f, 3.0f);
+  std::vector<float> logits(kVocab);
+  std::vector<uint32_t> mask((kVocab + 31) / 32);
+  std::vector<int32_t> ids;
+  for (int step = 0; step < max_tokens; ++step) {
+    for (float& x : logits) x = noise(rng);
+    ks::RowParams row;
+    row.flags = ks::kSample;
+    row.seed = seed;
+    row.draw_index = static_cast<uint64_t>(step);
+    if (masked) {
+      matcher.fill_mask(mask.data());
+      row.mask_row = 0;
+    }
+    int32_t token = -1, status = 0, nan_index = -1;
+    ks::RefArgs a;
+    a.logits = logits.data();
+    a.logits_stride = kVocab;
+    a.n_rows = 1;
+    a.n_vocab_real = kVocab;
+    a.rows = &row;
+    a.masks = masked ? mask.data() : nullptr;
+    a.mask_words = static_cast<int32_t>(mask.size());
+    a.out.token = &token;
+    a.out.status = &status;
+    a.out.nan_index = &nan_index;
+    ks::sample_ref(a);
+    REQUIRE(status == ks::kRowOk);
+    if (std::find(f.stops.begin(), f.stops.end(), token) != f.stops.end()) {
+      return {f.tok.decode(ids), masked ? matcher.accept(token) && matcher.terminated() : false};
+    }
+    if (masked) REQUIRE(matcher.accept(token));
+    ids.push_back(token);
+  }
+  return {f.tok.decode(ids), false};
+}
+
+size_t code_points(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+ConstraintSpec schema_spec(const std::string& schema) {
+  ConstraintSpec s;
+  s.kind = ConstraintSpec::Kind::kJsonSchema;
+  s.text = schema;
+  s.any_whitespace = false;
+  return s;
+}
+
+TEST_CASE("masked random sampling always yields JSON that matches the schema", "[unit]") {
+  const std::string schema =
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":8},"n":{"type":"integer","minimum":1,)"
+      R"("maximum":9},"tag":{"enum":["a","b"]}},"required":["name","n","tag"],"additionalProperties":false})";
+  Result<std::shared_ptr<const CompiledConstraint>> c = fixture().compiler->compile(schema_spec(schema));
+  REQUIRE(c.is_ok());
+  int n_done = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    std::unique_ptr<ConstraintMatcher> m = make_matcher(*c);
+    REQUIRE(m != nullptr);
+    auto [text, done] = generate(*m, /*masked=*/true, seed, 300);
+    if (!done) continue;
+    ++n_done;
+    std::string hex;
+    for (unsigned char ch : text) hex += std::to_string(ch) + " ";
+    INFO(text << " bytes: " << hex);
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j.size() == 3);
+    REQUIRE(j["name"].is_string());
+    CHECK(code_points(j["name"].get<std::string>()) <= 8);  // maxLength counts characters
+    REQUIRE(j["n"].is_number_integer());
+    CHECK(j["n"].get<int>() >= 1);
+    CHECK(j["n"].get<int>() <= 9);
+    CHECK((j["tag"] == "a" || j["tag"] == "b"));
+  }
+  CHECK(n_done >= 6);  // the constraint also makes noise end
+}
+
+TEST_CASE("the same random draws without the mask are not valid JSON", "[unit]") {
+  Result<std::shared_ptr<const CompiledConstraint>> c =
+      fixture().compiler->compile(schema_spec(R"({"type":"object","properties":{"a":{"type":"integer"}}})"));
+  REQUIRE(c.is_ok());
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    std::unique_ptr<ConstraintMatcher> m = make_matcher(*c);
+    auto [text, done] = generate(*m, /*masked=*/false, seed, 40);
+    CHECK_FALSE(nlohmann::json::parse(text, nullptr, false).is_object());
+  }
+}
+
+TEST_CASE("regex and choice constraints", "[unit]") {
+  ConstraintSpec re;
+  re.kind = ConstraintSpec::Kind::kRegex;
+  re.text = "[a-c]{2}-[0-9]{3}";
+  ConstraintSpec choice;
+  choice.kind = ConstraintSpec::Kind::kChoice;
+  choice.choices = {"yes", "no \"quoted\"", "maybe\\"};
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    auto r = fixture().compiler->compile(re);
+    REQUIRE(r.is_ok());
+    auto m = make_matcher(*r);
+    auto [text, done] = generate(*m, true, seed, 50);
+    CHECK(done);
+    CHECK(std::regex_match(text, std::regex("[a-c]{2}-[0-9]{3}")));
+    auto ch = fixture().compiler->compile(choice);
+    REQUIRE(ch.is_ok());
+    auto mc = make_matcher(*ch);
+    auto [ctext, cdone] = generate(*mc, true, seed, 50);
+    CHECK(cdone);
+    CHECK((ctext == "yes" || ctext == "no \"quoted\"" || ctext == "maybe\\"));
+  }
+}
+
+TEST_CASE("bad specs are invalid arguments that name the problem", "[unit]") {
+  GrammarCompiler& g = *fixture().compiler;
+  Result<std::shared_ptr<const CompiledConstraint>> r = g.compile(schema_spec("{not json"));
+  CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  CHECK(r.status().message().find("json_schema") != std::string::npos);
+  ConstraintSpec re;
+  re.kind = ConstraintSpec::Kind::kRegex;
+  re.text = "(unclosed";
+  CHECK(g.compile(re).status().code() == StatusCode::kInvalidArgument);
+  ConstraintSpec gr;
+  gr.kind = ConstraintSpec::Kind::kGrammar;
+  gr.text = "root ::= missing_rule";
+  CHECK(g.compile(gr).status().code() == StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("identical specs share one compiled grammar", "[unit]") {
+  GrammarCompiler& g = *fixture().compiler;
+  auto a = g.compile(schema_spec(R"({"type":"object","properties":{"k":{"type":"boolean"}}})"));
+  auto b = g.compile(schema_spec(R"({"type":"object","properties":{"k":{"type":"boolean"}}})"));
+  auto other = g.compile(schema_spec(R"({"type":"object","properties":{"k":{"type":"string"}}})"));
+  REQUIRE(a.is_ok());
+  REQUIRE(b.is_ok());
+  REQUIRE(other.is_ok());
+  CHECK(a->get() == b->get());
+  CHECK(a->get() != other->get());
+}
+
+TEST_CASE("a masked id is never sampled, even with a large logit and bias", "[unit]") {
+  constexpr int32_t n = 64;
+  std::vector<float> logits(n, 0.0f);
+  logits[5] = 100.0f;  // the best id, masked out
+  std::vector<uint32_t> mask(2, 0u);
+  mask[0] = (1u << 7) | (1u << 9);
+  mask[1] = 1u << (40 - 32);
+  int32_t bias_id = 5;
+  float bias_value = 50.0f;
+  for (float temperature : {0.0f, 1.0f}) {
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      ks::RowParams row;
+      row.flags = ks::kSample;
+      row.temperature = temperature;
+      row.seed = seed;
+      row.mask_row = 0;
+      row.bias_offset = 0;
+      row.bias_count = 1;
+      int32_t token = -1, status = 0, nan_index = -1;
+      ks::RefArgs a;
+      a.logits = logits.data();
+      a.logits_stride = n;
+      a.n_rows = 1;
+      a.n_vocab_real = n;
+      a.rows = &row;
+      a.bias_ids = &bias_id;
+      a.bias_values = &bias_value;
+      a.masks = mask.data();
+      a.mask_words = 2;
+      a.out.token = &token;
+      a.out.status = &status;
+      a.out.nan_index = &nan_index;
+      ks::sample_ref(a);
+      CHECK((token == 7 || token == 9 || token == 40));
+      if (temperature == 0.0f) CHECK(token == 7);  // greedy: all allowed logits tie at 0, lowest id wins
+    }
+  }
+}
+
+TEST_CASE("choice grammar literals are escaped", "[unit]") {
+  CHECK(ebnf_literal("a\"b\\c\n") == "\"a\\\"b\\\\c\\x0a\"");
+  CHECK(choice_grammar({"x", "y"}) == "root ::= \"x\" | \"y\"\n");
+}
+
+}  // namespace
+}  // namespace voltserve
