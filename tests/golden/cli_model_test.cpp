@@ -14,41 +14,16 @@
 #include <sys/wait.h>
 #include <vector>
 
+#include "support/cli_run.h"
 #include "support/tolerances.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using voltserve::testing::RunResult;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-RunResult run_cli(const std::string& args) {
-  static int counter = 0;
-  const fs::path dir = fs::temp_directory_path();
-  const std::string tag = std::to_string(::getpid()) + "_" + std::to_string(counter++);
-  const fs::path out = dir / ("vs_cli_out_" + tag), err = dir / ("vs_cli_err_" + tag);
-  const std::string cmd = std::string(VOLTSERVE_BINARY_DIR) + "/voltserve " + args + " >" + out.string() + " 2>" +
-                          err.string();
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
+RunResult run_cli(const std::string& args) { return voltserve::testing::run_voltserve(args); }
 
 std::string model_dir(const std::string& name) {
   return std::string(VOLTSERVE_SOURCE_DIR) + "/tests/fixtures/models/" + name;

@@ -395,7 +395,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
 CudaBackend::~CudaBackend() {
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
   if (graphs_.captures() > 0) {
-    cuda_log().info("cuda: {} step graphs captured, {} steps replayed from them", graphs_.captures(), graphs_.replays());
+    cuda_log().info("cuda: {} step graphs captured, {} steps replayed from them", graphs_.captures(),
+                    graphs_.replays());
   }
   graphs_.clear();
   if (options_.op_timing) timer_.log(cuda_log());
