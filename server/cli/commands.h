@@ -16,5 +16,6 @@ void register_render_command(CLI::App& app);      // cmd_render.cpp   (chat temp
 void register_bench_command(CLI::App& app);       // cmd_bench.cpp    (kernels / benchmarks)
 void register_plan_command(CLI::App& app);        // cmd_plan.cpp     (the memory plan)
 void register_quantize_command(CLI::App& app);    // cmd_quantize.cpp (checkpoint quantizer)
+void register_synth_command(CLI::App& app);       // cmd_synth.cpp    (synthetic checkpoints)
 
 }  // namespace voltserve::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   voltserve::cli::register_bench_command(app);
   voltserve::cli::register_plan_command(app);
   voltserve::cli::register_quantize_command(app);
+  voltserve::cli::register_synth_command(app);
   CLI11_PARSE(app, argc, argv);
   return 0;
 }
