@@ -83,6 +83,7 @@ def main():
                         c.check(valid(call.function.name, call.function.arguments),
                                 f"seed {seed}: {call.function.name} arguments validate: {call.function.arguments!r}")
                     c.check(ch.finish_reason in ("tool_calls", "stop"), f"seed {seed}: finish {ch.finish_reason}")
+            print(f"  {n_calls} strict calls of {sorted(names)}, all checked", flush=True)
             c.check(n_calls >= 6, f"the biased model calls tools ({n_calls} calls in 6 requests)")
             c.check(len(names) >= 2, f"several tools are called: {sorted(names)}")
 
@@ -122,6 +123,7 @@ def main():
                     if call.function.name == "get_weather":
                         n_weather += 1
                         n_invalid += 0 if valid("get_weather", call.function.arguments) else 1
+            print(f"  non-strict get_weather: {n_invalid} of {n_weather} calls invalid", flush=True)
             c.check(n_weather >= 1 and n_invalid >= 1,
                     f"non-strict get_weather calls are invalid at least sometimes ({n_invalid} of {n_weather})")
             n_valid = 0
