@@ -4,7 +4,8 @@
 // ({"name": ..., "arguments": {...}}). The arguments follow each tool's parameters schema, then the call closes and
 // the generation ends. Under tool_choice "auto" with a strict tool, the answer is free text in which each call,
 // once its <tool_call> opening is written, names an offered tool and (strict tools) follows its schema until the
-// call closes. Tested by tests/e2e/test_structured_output.py (forced calls always valid).
+// call closes. Tested by tests/e2e/test_structured_output.py (forced calls always valid) and
+// tests/e2e/test_strict_tools_auto.py (auto).
 #pragma once
 
 #include <string>
