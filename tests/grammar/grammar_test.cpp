@@ -172,7 +172,9 @@ int32_t random_allowed(const std::vector<uint32_t>& mask, std::mt19937& rng) {
   return allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
 }
 
-bool allows(const std::vector<uint32_t>& mask, int32_t id) { return mask[static_cast<size_t>(id / 32)] >> (id % 32) & 1u; }
+bool allows(const std::vector<uint32_t>& mask, int32_t id) {
+  return mask[static_cast<size_t>(id / 32)] >> (id % 32) & 1u;
+}
 
 ConstraintSpec literal_spec(std::string text) {
   ConstraintSpec s;
