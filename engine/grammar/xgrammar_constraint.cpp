@@ -96,6 +96,7 @@ void append_key(const ConstraintSpec& s, std::string& key) {
   key.append(std::to_string(static_cast<int>(s.kind)));
   key.push_back(s.strict ? 's' : 'n');
   key.push_back(s.any_whitespace ? 'w' : 'c');
+  key.push_back(s.single ? '1' : '*');
   auto add = [&](const std::string& text) {
     key.append(std::to_string(text.size()));
     key.push_back(':');
@@ -250,7 +251,7 @@ class XgCompiler final : public GrammarCompiler {
                                   {"triggers", nlohmann::json::array({s.text})},
                                   {"tags", std::move(tags)},
                                   {"at_least_one", false},
-                                  {"stop_after_first", false}}}};
+                                  {"stop_after_first", s.single}}}};
     std::variant<xgrammar::Grammar, xgrammar::StructuralTagError> g = xgrammar::Grammar::FromStructuralTag(tag.dump());
     if (auto* ok = std::get_if<xgrammar::Grammar>(&g)) return *ok;
     throw std::invalid_argument(std::visit([](const auto& e) { return std::string(e.what()); },

@@ -81,7 +81,7 @@ PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool
     // auto with a strict tool: text or calls, each call valid once opened (a response_format, when also given,
     // constrains the whole answer instead).
     openai::StructuredOutput calls;
-    calls.spec = auto_tool_call_constraint(request.tools, ctx.template_uses_xml_tools);
+    calls.spec = auto_tool_call_constraint(request.tools, ctx.template_uses_xml_tools, request.parallel_tool_calls);
     calls.param = "tools";
     request.options.structured = std::move(calls);
     auto_calls = true;

@@ -150,9 +150,10 @@ bool has_strict_tool(const std::vector<openai::ToolDefinition>& tools) {
   return false;
 }
 
-ConstraintSpec auto_tool_call_constraint(const std::vector<openai::ToolDefinition>& tools, bool xml) {
+ConstraintSpec auto_tool_call_constraint(const std::vector<openai::ToolDefinition>& tools, bool xml, bool parallel) {
   ConstraintSpec s;
   s.kind = Kind::kTriggered;
+  s.single = !parallel;
   s.text = "<tool_call>";
   for (const openai::ToolDefinition& t : tools) s.parts.push_back(auto_call(t, xml));
   return s;

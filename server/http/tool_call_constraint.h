@@ -25,7 +25,8 @@ ConstraintSpec tool_call_constraint(const std::vector<openai::ToolDefinition>& t
 bool has_strict_tool(const std::vector<openai::ToolDefinition>& tools);
 
 // tool_choice "auto": free text or calls of `tools` in the model's format, each call constrained from its opening
-// tag to its closing one (a kTriggered constraint on "<tool_call>").
-ConstraintSpec auto_tool_call_constraint(const std::vector<openai::ToolDefinition>& tools, bool xml);
+// tag to its closing one (a kTriggered constraint on "<tool_call>"). `parallel` false (parallel_tool_calls): at most
+// one call, and the answer ends after it.
+ConstraintSpec auto_tool_call_constraint(const std::vector<openai::ToolDefinition>& tools, bool xml, bool parallel);
 
 }  // namespace voltserve::http

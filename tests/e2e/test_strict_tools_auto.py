@@ -113,6 +113,22 @@ def main():
                             f"n=3 choice {ch.index}: {call.function.name} validates: {call.function.arguments!r}")
             c.check(n >= 2, f"n=3 calls ({n})")
 
+        def single_call(c):
+            # parallel_tool_calls false: at most one call, then the answer ends; with it true the biased fixture
+            # writes two or more in some of the same requests (so the check can fail).
+            most = {False: 0, True: 0}
+            for parallel in (False, True):
+                for seed in range(6):
+                    r = chat(tools=tools(), tool_choice="auto", seed=seed, logit_bias=call_bias,
+                             parallel_tool_calls=parallel)
+                    calls = r.choices[0].message.tool_calls or []
+                    most[parallel] = max(most[parallel], len(calls))
+                    for call in calls:
+                        c.check(valid(call.function.name, call.function.arguments),
+                                f"parallel {parallel} seed {seed}: {call.function.name} validates")
+            c.check(most[False] == 1, f"parallel_tool_calls false: at most one call, and one made ({most[False]})")
+            c.check(most[True] >= 2, f"parallel_tool_calls true: several calls in a request ({most[True]})")
+
         def not_strict_is_invalid(c):
             # The same requests with get_weather not strict: its calls keep the call's shape (so they parse) but not
             # its schema, and fail it (the checks above can fail); without any strict tool nothing is constrained.
@@ -160,7 +176,7 @@ def main():
                             f"seed {seed}: call with thinking on validates: {call.function.arguments!r}")
             c.check(n >= 1, f"calls with thinking on ({n})")
 
-        Checks().run([strict_calls_valid, stream_and_n, not_strict_is_invalid, plain_text, thinking_on])
+        Checks().run([strict_calls_valid, stream_and_n, single_call, not_strict_is_invalid, plain_text, thinking_on])
 
 
 if __name__ == "__main__":

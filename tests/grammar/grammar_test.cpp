@@ -273,6 +273,29 @@ TEST_CASE("triggered tool calls: a call may only name an offered tool", "[unit]"
   bool all = true;
   for (int32_t id : *bad) all = all && mb->accept(id);
   CHECK_FALSE(all);
+  // single (parallel_tool_calls false): after one call only the end may follow.
+  ConstraintSpec one = triggered_calls("{}");
+  one.single = true;
+  auto cs = f.compiler->compile(one);
+  REQUIRE(cs.is_ok());
+  CHECK(cs->get() != c->get());
+  Result<std::vector<int32_t>> call =
+      f.tok.encode("<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>", true);
+  REQUIRE(call.is_ok());
+  std::vector<uint32_t> mask((kVocab + 31) / 32);
+  for (auto* compiled : {&c, &cs}) {
+    std::unique_ptr<ConstraintMatcher> mm = make_matcher(**compiled);
+    for (int32_t id : *call) REQUIRE(mm->accept(id));
+    mm->fill_mask(mask.data());
+    int n_allowed = 0;
+    for (int32_t id = 0; id < kVocab; ++id) n_allowed += allows(mask, id) ? 1 : 0;
+    CHECK(allows(mask, f.stops.front()));
+    if (compiled == &cs) {
+      CHECK(n_allowed == 1);  // only the end
+    } else {
+      CHECK(n_allowed > 1000);  // free text again
+    }
+  }
   ConstraintSpec wrong = triggered_calls("{}");
   wrong.parts[0].parts[0].text = "no trigger here";
   CHECK(f.compiler->compile(wrong).status().code() == StatusCode::kInvalidArgument);

@@ -37,6 +37,8 @@ struct ConstraintSpec {
   bool strict = true;
   // Whitespace between JSON tokens: any (true) or the compact form (false).
   bool any_whitespace = true;
+  // kTriggered: at most one part, and the output ends after it (tool calls with parallel_tool_calls false).
+  bool single = false;
 };
 
 // A constraint compiled for one vocabulary; immutable and shared by every sequence that uses it.
