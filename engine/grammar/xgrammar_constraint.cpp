@@ -1,13 +1,17 @@
 // voltserve/grammar.h over XGrammar 0.1.34 (scripts/xgrammar.sh): the tokenizer's vocabulary as raw bytes per id,
 // compiled grammars cached by their spec, one GrammarMatcher per sequence. XGrammar reports bad input by throwing;
-// every call into it is caught here and becomes a Status. Tested by tests/grammar/grammar_test.cpp.
+// every call into it is caught here and becomes a Status. kTriggered becomes an XGrammar structural tag
+// (triggered_tags), its parts' middles printed to EBNF. Tested by tests/grammar/grammar_test.cpp.
 #include <dlpack/dlpack.h>
 
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <xgrammar/xgrammar.h>
 
 #include "grammar/choice_grammar.h"
@@ -92,6 +96,7 @@ void append_key(const ConstraintSpec& s, std::string& key) {
   key.append(std::to_string(static_cast<int>(s.kind)));
   key.push_back(s.strict ? 's' : 'n');
   key.push_back(s.any_whitespace ? 'w' : 'c');
+  key.push_back(s.single ? '1' : '*');
   auto add = [&](const std::string& text) {
     key.append(std::to_string(text.size()));
     key.push_back(':');
@@ -123,6 +128,7 @@ const char* kind_name(ConstraintSpec::Kind k) {
     case ConstraintSpec::Kind::kLiteral: return "literal";
     case ConstraintSpec::Kind::kSequence: return "sequence";
     case ConstraintSpec::Kind::kAlternatives: return "alternatives";
+    case ConstraintSpec::Kind::kTriggered: return "triggered";
   }
   return "constraint";
 }
@@ -148,8 +154,11 @@ class XgCompiler final : public GrammarCompiler {
     std::shared_ptr<const CompiledConstraint> compiled;
     try {
       const bool json = spec.kind == ConstraintSpec::Kind::kJsonSchema || spec.kind == ConstraintSpec::Kind::kJsonObject;
+      // Tool calls hold JSON inside a larger text that needs \n: no raw control byte but whitespace.
+      std::shared_ptr<const std::vector<uint32_t>> and_mask =
+          json ? (spec.any_whitespace ? json_ws_ : json_compact_) : (holds_json(spec) ? json_ws_ : nullptr);
       compiled = std::make_shared<XgCompiled>(compile_uncached(spec), kind_name(spec.kind), vocab_size_,
-                                              json ? (spec.any_whitespace ? json_ws_ : json_compact_) : nullptr);
+                                              std::move(and_mask));
     } catch (const std::exception& e) {
       return invalid_argument(std::string(kind_name(spec.kind)) + ": " + e.what());
     }
@@ -195,8 +204,58 @@ class XgCompiler final : public GrammarCompiler {
         return s.kind == ConstraintSpec::Kind::kSequence ? xgrammar::Grammar::Concat(parts)
                                                          : xgrammar::Grammar::Union(parts);
       }
+      case ConstraintSpec::Kind::kTriggered:
+        return triggered(s);
     }
     throw std::invalid_argument("unknown constraint kind");
+  }
+  static bool holds_json(const ConstraintSpec& s) {
+    if (s.kind == ConstraintSpec::Kind::kJsonSchema || s.kind == ConstraintSpec::Kind::kJsonObject) return true;
+    for (const ConstraintSpec& p : s.parts) {
+      if (holds_json(p)) return true;
+    }
+    return false;
+  }
+
+  // Free text with tags: XGrammar's triggered_tags structural tag. Each part's opening and closing literals are the
+  // tag's begin and end; what lies between is compiled as usual and handed over as EBNF (the structural tag's
+  // "grammar" content), so it is the same grammar a forced call gets.
+  static xgrammar::Grammar triggered(const ConstraintSpec& s) {
+    using Kind = ConstraintSpec::Kind;
+    if (s.text.empty()) throw std::invalid_argument("a triggered constraint needs a trigger");
+    if (s.parts.empty()) throw std::invalid_argument("a triggered constraint needs at least one part");
+    nlohmann::json tags = nlohmann::json::array();
+    for (const ConstraintSpec& p : s.parts) {
+      if (p.kind != Kind::kSequence || p.parts.size() < 2 || p.parts.front().kind != Kind::kLiteral ||
+          p.parts.back().kind != Kind::kLiteral || !p.parts.front().text.starts_with(s.text)) {
+        throw std::invalid_argument("each part of a triggered constraint must be a sequence from a literal opening "
+                                    "that begins with the trigger to a literal closing");
+      }
+      ConstraintSpec middle;
+      middle.kind = Kind::kSequence;
+      middle.parts.assign(p.parts.begin() + 1, p.parts.end() - 1);
+      std::ostringstream ebnf;
+      if (middle.parts.empty()) {
+        ebnf << "root ::= \"\"";
+      } else {
+        ebnf << grammar(middle);
+      }
+      tags.push_back({{"type", "tag"},
+                      {"begin", p.parts.front().text},
+                      {"content", {{"type", "grammar"}, {"grammar", ebnf.str()}}},
+                      {"end", p.parts.back().text}});
+    }
+    const nlohmann::json tag = {{"type", "structural_tag"},
+                                {"format",
+                                 {{"type", "triggered_tags"},
+                                  {"triggers", nlohmann::json::array({s.text})},
+                                  {"tags", std::move(tags)},
+                                  {"at_least_one", false},
+                                  {"stop_after_first", s.single}}}};
+    std::variant<xgrammar::Grammar, xgrammar::StructuralTagError> g = xgrammar::Grammar::FromStructuralTag(tag.dump());
+    if (auto* ok = std::get_if<xgrammar::Grammar>(&g)) return *ok;
+    throw std::invalid_argument(std::visit([](const auto& e) { return std::string(e.what()); },
+                                           std::get<xgrammar::StructuralTagError>(g)));
   }
   // The compact form (no whitespace between JSON tokens) uses ", " and ": " as OpenAI's JSON mode output does.
   static std::optional<std::pair<std::string, std::string>> compact_separators(const ConstraintSpec& s) {

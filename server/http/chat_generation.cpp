@@ -56,6 +56,7 @@ PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool
   for (const openai::ToolDefinition& t : request.tools) cfg.tools.push_back({t.name, t.parameters});
   // required / named tool_choice: start the call for the model, so it stays on its trained format; the parser is
   // primed with the same text.
+  bool auto_calls = false;
   if (request.tool_choice == openai::ToolChoice::kRequired || request.tool_choice == openai::ToolChoice::kNamed) {
     if (cfg.started_in_reasoning) {
       prompt += kReasoningClose;  // a forced call skips the reasoning, as enable_thinking=false renders it
@@ -75,6 +76,15 @@ PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool
     call.spec = tool_call_constraint(request.tools, named ? request.tool_choice_name : "", ctx.template_uses_xml_tools);
     call.param = "tool_choice";
     request.options.structured = std::move(call);
+  } else if (request.tool_choice == openai::ToolChoice::kAuto && has_strict_tool(request.tools) &&
+             !request.options.structured) {
+    // auto with a strict tool: text or calls, each call valid once opened (a response_format, when also given,
+    // constrains the whole answer instead).
+    openai::StructuredOutput calls;
+    calls.spec = auto_tool_call_constraint(request.tools, ctx.template_uses_xml_tools, request.parallel_tool_calls);
+    calls.param = "tools";
+    request.options.structured = std::move(calls);
+    auto_calls = true;
   }
   Result<std::vector<int32_t>> ids = ctx.tokenizer->encode(prompt, /*parse_special=*/true);
   if (!ids.is_ok()) throw ApiError(ErrorCode::kInvalidRequest, ids.status().message(), "messages");
@@ -84,8 +94,13 @@ PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool
                           ctx.model_info.context_length, "messages");
   }
   compile_constraint(ctx, request.options);
-  // A prompt that leaves the model inside <think>: the constraint applies once the reasoning ends.
-  if (request.options.constraint && cfg.started_in_reasoning) out.constraint_after_token = reasoning_end_token(ctx);
+  // A prompt that leaves the model inside <think>: the constraint applies once the reasoning ends. Strict tools
+  // under auto are constrained from the start instead: their constraint leaves all text free, and a <tool_call>
+  // inside the reasoning (Qwen3.5 sometimes skips </think>; the reasoning parser then ends the reasoning there) is
+  // a call that must be valid too.
+  if (request.options.constraint && cfg.started_in_reasoning && !auto_calls) {
+    out.constraint_after_token = reasoning_end_token(ctx);
+  }
   return out;
 }
 

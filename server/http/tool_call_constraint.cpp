@@ -110,7 +110,54 @@ ConstraintSpec one_call(const openai::ToolDefinition& t, bool named, bool xml) {
   return sequence(std::move(parts));
 }
 
+// A whole call of tool `t` under tool_choice "auto", from the opening tag to the closing one. Strict: the arguments
+// follow its schema as in a forced call; otherwise only the call's shape: XML parameter blocks with any values
+// (the parser types them), or any JSON object.
+ConstraintSpec auto_call(const openai::ToolDefinition& t, bool xml) {
+  std::vector<ConstraintSpec> parts;
+  if (xml) {
+    parts.push_back(literal("<tool_call>\n<function=" + t.name + ">\n"));
+    if (t.strict) {
+      for (ConstraintSpec& p : xml_parameters(t.parameters)) parts.push_back(std::move(p));
+    } else {
+      ConstraintSpec blocks;
+      blocks.kind = Kind::kRegex;
+      blocks.text = "(<parameter=[A-Za-z0-9_.\\-]+>\n[^<]*\n</parameter>\n)*";
+      parts.push_back(std::move(blocks));
+    }
+    parts.push_back(literal("</function>\n</tool_call>"));
+  } else {
+    parts.push_back(literal("<tool_call>\n{\"name\": \"" + t.name + "\", \"arguments\": "));
+    if (t.strict) {
+      parts.push_back(json_schema(t.parameters));
+    } else {
+      ConstraintSpec any;
+      any.kind = Kind::kJsonObject;
+      any.any_whitespace = false;
+      parts.push_back(std::move(any));
+    }
+    parts.push_back(literal("}\n</tool_call>"));
+  }
+  return sequence(std::move(parts));
+}
+
 }  // namespace
+
+bool has_strict_tool(const std::vector<openai::ToolDefinition>& tools) {
+  for (const openai::ToolDefinition& t : tools) {
+    if (t.strict) return true;
+  }
+  return false;
+}
+
+ConstraintSpec auto_tool_call_constraint(const std::vector<openai::ToolDefinition>& tools, bool xml, bool parallel) {
+  ConstraintSpec s;
+  s.kind = Kind::kTriggered;
+  s.single = !parallel;
+  s.text = "<tool_call>";
+  for (const openai::ToolDefinition& t : tools) s.parts.push_back(auto_call(t, xml));
+  return s;
+}
 
 ConstraintSpec tool_call_constraint(const std::vector<openai::ToolDefinition>& tools, const std::string& named,
                                     bool xml) {

@@ -180,7 +180,7 @@ void read_tools(const Json& body, const RequestLimits& limits, ChatRequest& out)
       fail_invalid(field_path(p, "function.name"), fmt::format("duplicate tool name '{}'", *name));
     }
     (void)read_string(*fn, "description", field_path(p, "function.description"));
-    (void)read_bool(*fn, "strict", field_path(p, "function.strict"));
+    const bool strict = read_bool(*fn, "strict", field_path(p, "function.strict")).value_or(false);
     Json parameters;
     if (const Json* params = find_field(*fn, "parameters")) {
       if (!params->is_object()) {
@@ -188,7 +188,7 @@ void read_tools(const Json& body, const RequestLimits& limits, ChatRequest& out)
       }
       parameters = *params;
     }
-    out.tools.push_back(ToolDefinition{*name, parameters});
+    out.tools.push_back(ToolDefinition{*name, parameters, strict});
     normalised.push_back(t);
   }
   out.template_body["tools"] = std::move(normalised);

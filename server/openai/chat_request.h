@@ -16,6 +16,7 @@ enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 struct ToolDefinition {
   std::string name;
   Json parameters;  // the JSON schema (object) or null
+  bool strict = false;  // function.strict: calls follow `parameters` even under tool_choice "auto"
 };
 
 struct ChatRequest {

@@ -1,6 +1,7 @@
 // engine/grammar/ (voltserve/grammar.h over XGrammar) with the CPU reference sampler: random logits, masked by the
 // matcher, always give output the constraint accepts; without the mask the same draws do not (so the checks can
-// fail); bad specs are kInvalidArgument naming the problem; identical specs share one compiled grammar.
+// fail); bad specs are kInvalidArgument naming the problem; identical specs share one compiled grammar; triggered
+// tool calls (tool_choice auto) are free text around calls that each follow their tool's schema.
 #include <catch2/catch_test_macros.hpp>
 #include <nlohmann/json.hpp>
 
@@ -159,6 +160,145 @@ TEST_CASE("regex and choice constraints", "[unit]") {
     CHECK(cdone);
     CHECK((ctext == "yes" || ctext == "no \"quoted\"" || ctext == "maybe\\"));
   }
+}
+
+// A uniformly random allowed token (the mask alone decides what may come next).
+int32_t random_allowed(const std::vector<uint32_t>& mask, std::mt19937& rng) {
+  std::vector<int32_t> allowed;
+  for (int32_t id = 0; id < kVocab; ++id) {
+    if (mask[static_cast<size_t>(id / 32)] >> (id % 32) & 1u) allowed.push_back(id);
+  }
+  REQUIRE_FALSE(allowed.empty());
+  return allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+}
+
+bool allows(const std::vector<uint32_t>& mask, int32_t id) {
+  return mask[static_cast<size_t>(id / 32)] >> (id % 32) & 1u;
+}
+
+ConstraintSpec literal_spec(std::string text) {
+  ConstraintSpec s;
+  s.kind = ConstraintSpec::Kind::kLiteral;
+  s.text = std::move(text);
+  return s;
+}
+
+// Tool calls under tool_choice "auto": `<tool_call>` in free text starts a call of `f` whose arguments follow the
+// schema (JSON form) or of `g` (any object).
+ConstraintSpec triggered_calls(const std::string& schema) {
+  ConstraintSpec f;
+  f.kind = ConstraintSpec::Kind::kSequence;
+  f.parts = {literal_spec("<tool_call>\n{\"name\": \"f\", \"arguments\": "), schema_spec(schema),
+             literal_spec("}\n</tool_call>")};
+  ConstraintSpec any;
+  any.kind = ConstraintSpec::Kind::kJsonObject;
+  any.any_whitespace = false;
+  ConstraintSpec g;
+  g.kind = ConstraintSpec::Kind::kSequence;
+  g.parts = {literal_spec("<tool_call>\n{\"name\": \"g\", \"arguments\": "), any, literal_spec("}\n</tool_call>")};
+  ConstraintSpec t;
+  t.kind = ConstraintSpec::Kind::kTriggered;
+  t.text = "<tool_call>";
+  t.parts = {f, g};
+  return t;
+}
+
+TEST_CASE("triggered tool calls: free text, then each opened call valid against its tool's schema", "[unit]") {
+  Fixture& f = fixture();
+  const std::string schema =
+      R"({"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":9},"s":{"type":"string",)"
+      R"("maxLength":5}},"required":["n","s"],"additionalProperties":false})";
+  Result<std::shared_ptr<const CompiledConstraint>> c = f.compiler->compile(triggered_calls(schema));
+  INFO(c.status().message());
+  REQUIRE(c.is_ok());
+  const int32_t eos = f.stops.front();
+  std::vector<uint32_t> mask((kVocab + 31) / 32);
+  int n_calls = 0;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::unique_ptr<ConstraintMatcher> m = make_matcher(*c);
+    REQUIRE(m != nullptr);
+    // Free text first: anything goes, the generation may end here.
+    Result<std::vector<int32_t>> prefix = f.tok.encode("Sure, calling f. <tool_call>\n{\"name\": \"f\"", true);
+    REQUIRE(prefix.is_ok());
+    m->fill_mask(mask.data());
+    CHECK(allows(mask, eos));
+    for (int32_t id : *prefix) REQUIRE(m->accept(id));
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::vector<int32_t> ids;
+    std::string text;
+    for (int step = 0; step < 400 && text.find("</tool_call>") == std::string::npos; ++step) {
+      m->fill_mask(mask.data());
+      CHECK_FALSE(allows(mask, eos));  // inside the call the generation cannot end
+      int32_t id = random_allowed(mask, rng);
+      REQUIRE(m->accept(id));
+      ids.push_back(id);
+      text = f.tok.decode(ids);
+    }
+    INFO(text);
+    const std::string head = ", \"arguments\": ";
+    const std::string tail = "}\n</tool_call>";
+    // The last token may run past the closing tag into free text.
+    const size_t close = text.find(tail);
+    REQUIRE(text.starts_with(head));
+    REQUIRE(close != std::string::npos);
+    nlohmann::json j = nlohmann::json::parse(text.substr(head.size(), close - head.size()), nullptr, false);
+    REQUIRE(j.is_object());
+    CHECK(j.size() == 2);
+    REQUIRE(j["n"].is_number_integer());
+    CHECK(j["n"].get<int>() >= 1);
+    CHECK(j["n"].get<int>() <= 9);
+    REQUIRE(j["s"].is_string());
+    CHECK(code_points(j["s"].get<std::string>()) <= 5);
+    ++n_calls;
+    // Free text again after the call: it may end.
+    m->fill_mask(mask.data());
+    CHECK(allows(mask, eos));
+    REQUIRE(m->accept(eos));
+    CHECK(m->terminated());
+  }
+  CHECK(n_calls == 6);
+}
+
+TEST_CASE("triggered tool calls: a call may only name an offered tool", "[unit]") {
+  Fixture& f = fixture();
+  auto c = f.compiler->compile(triggered_calls(R"({"type":"object","properties":{"n":{"type":"integer"}}})"));
+  REQUIRE(c.is_ok());
+  Result<std::vector<int32_t>> ok = f.tok.encode("<tool_call>\n{\"name\": \"g\", \"arguments\": {}", true);
+  Result<std::vector<int32_t>> bad = f.tok.encode("<tool_call>\n{\"name\": \"zz\"", true);
+  REQUIRE(ok.is_ok());
+  REQUIRE(bad.is_ok());
+  std::unique_ptr<ConstraintMatcher> m = make_matcher(*c);
+  for (int32_t id : *ok) CHECK(m->accept(id));
+  std::unique_ptr<ConstraintMatcher> mb = make_matcher(*c);
+  bool all = true;
+  for (int32_t id : *bad) all = all && mb->accept(id);
+  CHECK_FALSE(all);
+  // single (parallel_tool_calls false): after one call only the end may follow.
+  ConstraintSpec one = triggered_calls("{}");
+  one.single = true;
+  auto cs = f.compiler->compile(one);
+  REQUIRE(cs.is_ok());
+  CHECK(cs->get() != c->get());
+  Result<std::vector<int32_t>> call =
+      f.tok.encode("<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>", true);
+  REQUIRE(call.is_ok());
+  std::vector<uint32_t> mask((kVocab + 31) / 32);
+  for (auto* compiled : {&c, &cs}) {
+    std::unique_ptr<ConstraintMatcher> mm = make_matcher(**compiled);
+    for (int32_t id : *call) REQUIRE(mm->accept(id));
+    mm->fill_mask(mask.data());
+    int n_allowed = 0;
+    for (int32_t id = 0; id < kVocab; ++id) n_allowed += allows(mask, id) ? 1 : 0;
+    CHECK(allows(mask, f.stops.front()));
+    if (compiled == &cs) {
+      CHECK(n_allowed == 1);  // only the end
+    } else {
+      CHECK(n_allowed > 1000);  // free text again
+    }
+  }
+  ConstraintSpec wrong = triggered_calls("{}");
+  wrong.parts[0].parts[0].text = "no trigger here";
+  CHECK(f.compiler->compile(wrong).status().code() == StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("bad specs are invalid arguments that name the problem", "[unit]") {

@@ -117,6 +117,13 @@ TEST_CASE("tools and tool_choice", "[unit]") {
   Json bad_params = kTools;
   bad_params[0]["function"]["parameters"] = "nope";
   CHECK_API_ERROR(parse_with("tools", bad_params), 400, "tools[0].function.parameters");
+  // strict: kept per tool (it decides whether calls under tool_choice auto are constrained), false by default.
+  CHECK_FALSE(parse_with("tools", kTools).tools[0].strict);
+  Json strict = kTools;
+  strict[0]["function"]["strict"] = true;
+  CHECK(parse_with("tools", strict).tools[0].strict);
+  strict[0]["function"]["strict"] = "yes";
+  CHECK_API_ERROR(parse_with("tools", strict), 400, "tools[0].function.strict");
 }
 
 TEST_CASE("reasoning controls", "[unit]") {

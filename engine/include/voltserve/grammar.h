@@ -24,6 +24,10 @@ struct ConstraintSpec {
     kLiteral,     // text, verbatim (the fixed parts of a tool call)
     kSequence,    // parts, one after the other
     kAlternatives,  // exactly one of parts
+    // Free text in which the trigger `text` (e.g. "<tool_call>") may start one of `parts`, each a kSequence whose
+    // first part is the literal opening (it begins with the trigger) and whose last part the literal closing; free
+    // text again after it, ending anywhere outside a part. Tool calls under tool_choice "auto" with strict tools.
+    kTriggered,
   };
   Kind kind = Kind::kJsonObject;
   std::string text;
@@ -33,6 +37,8 @@ struct ConstraintSpec {
   bool strict = true;
   // Whitespace between JSON tokens: any (true) or the compact form (false).
   bool any_whitespace = true;
+  // kTriggered: at most one part, and the output ends after it (tool calls with parallel_tool_calls false).
+  bool single = false;
 };
 
 // A constraint compiled for one vocabulary; immutable and shared by every sequence that uses it.
