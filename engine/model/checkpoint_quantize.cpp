@@ -36,22 +36,6 @@ struct SourcePlan {
   std::vector<PlannedTensor> outputs;
 };
 
-Result<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path.string() + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return internal_error(path.string() + ": write failed");
-  return Status::ok();
-}
-
 // The source's pages are clean file pages of a private read-only mapping: dropping them frees the memory, and a
 // later read (there is none) would fault them back in from the file.
 void release_pages(const TensorView& t) {
@@ -82,29 +66,6 @@ Status check_not_quantized(const fs::path& in, const ordered_json& config, const
         return invalid_argument("tensor " + name + ": the input is already quantized");
       }
     }
-  }
-  return Status::ok();
-}
-
-Status prepare_out_dir(const fs::path& in, const fs::path& out, bool force) {
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec)) return invalid_argument("--out " + out.string() + " exists and is not a folder");
-    if (fs::equivalent(in, out, ec)) return invalid_argument("--out " + out.string() + " is the input folder");
-    if (!fs::is_empty(out, ec)) {
-      if (!force) return invalid_argument("--out " + out.string() + " is not empty (pass --force to overwrite)");
-      // A previous checkpoint's shards would mix with ours: remove exactly the files a checkpoint consists of.
-      for (const auto& e : fs::directory_iterator(out, ec)) {
-        const std::string name = e.path().filename().string();
-        if (e.is_regular_file() && (name.ends_with(".safetensors") || name == "model.safetensors.index.json" ||
-                                    name == "hf_quant_config.json")) {
-          fs::remove(e.path(), ec);
-        }
-      }
-    }
-  } else {
-    fs::create_directories(out, ec);
-    if (ec) return internal_error("--out " + out.string() + ": cannot create: " + ec.message());
   }
   return Status::ok();
 }
@@ -177,14 +138,14 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& options,
   if (!fs::exists(in / "config.json", ec)) {
     return not_found((in / "config.json").string() + ": missing (not a HF model folder)");
   }
-  VS_ASSIGN_OR_RETURN(std::string config_text, read_text(in / "config.json"));
+  VS_ASSIGN_OR_RETURN(std::string config_text, read_text_file(in / "config.json"));
   ordered_json config = ordered_json::parse(config_text, nullptr, false);
   if (config.is_discarded() || !config.is_object()) {
     return invalid_argument((in / "config.json").string() + ": not a valid JSON object");
   }
   VS_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(in));
   VS_RETURN_IF_ERROR(check_not_quantized(in, config, ckpt));
-  VS_RETURN_IF_ERROR(prepare_out_dir(in, out, options.force));
+  VS_RETURN_IF_ERROR(prepare_checkpoint_folder(out, options.force, &in));
 
   QuantizeSummary summary;
   // Plan: one group of output tensors per source tensor, in the source's (sorted) order.
@@ -287,12 +248,14 @@ Result<QuantizeSummary> quantize_checkpoint(const QuantizeOptions& options,
   }
   summary.tensors_in = static_cast<int64_t>(sources.size());
   summary.shards = static_cast<int64_t>(shards.size());
-  if (shards.size() > 1) VS_RETURN_IF_ERROR(write_text(out / "model.safetensors.index.json", shard_index_json(shards)));
+  if (shards.size() > 1) {
+    VS_RETURN_IF_ERROR(write_text_file(out / "model.safetensors.index.json", shard_index_json(shards)));
+  }
 
   const ordered_json hf = hf_quant_config_json(options.format, modules);
-  VS_RETURN_IF_ERROR(write_text(out / "hf_quant_config.json", hf.dump(2) + "\n"));
+  VS_RETURN_IF_ERROR(write_text_file(out / "hf_quant_config.json", hf.dump(2) + "\n"));
   config["quantization_config"] = quantization_config_json(hf);
-  VS_RETURN_IF_ERROR(write_text(out / "config.json", config.dump(2) + "\n"));
+  VS_RETURN_IF_ERROR(write_text_file(out / "config.json", config.dump(2) + "\n"));
 
   // Everything else at the top level travels along: tokenizer, chat template, generation config, model card, ...
   for (const auto& e : fs::directory_iterator(in, ec)) {

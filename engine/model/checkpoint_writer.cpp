@@ -2,6 +2,7 @@
 #include "model/checkpoint_writer.h"
 
 #include <cstdio>
+#include <sstream>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -90,6 +91,46 @@ Status SafetensorsFileWriter::finish() {
   out_->flush();
   out_->close();
   if (out_->fail()) return internal_error(path_.string() + ": write failed on close (disk full?)");
+  return Status::ok();
+}
+
+Status prepare_checkpoint_folder(const std::filesystem::path& out, bool force, const std::filesystem::path* source) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(out, ec)) {
+    fs::create_directories(out, ec);
+    if (ec) return internal_error("--out " + out.string() + ": cannot create: " + ec.message());
+    return Status::ok();
+  }
+  if (!fs::is_directory(out, ec)) return invalid_argument("--out " + out.string() + " exists and is not a folder");
+  if (source != nullptr && fs::equivalent(*source, out, ec)) {
+    return invalid_argument("--out " + out.string() + " is the input folder");
+  }
+  if (fs::is_empty(out, ec)) return Status::ok();
+  if (!force) return invalid_argument("--out " + out.string() + " is not empty (pass --force to overwrite)");
+  for (const auto& e : fs::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && (name.ends_with(".safetensors") || name == "model.safetensors.index.json" ||
+                                name == "hf_quant_config.json" || name == "config.json")) {
+      fs::remove(e.path(), ec);
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::string> read_text_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found(path.string() + ": cannot open");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status write_text_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return internal_error(path.string() + ": cannot write (is the folder writable?)");
   return Status::ok();
 }
 

@@ -36,6 +36,15 @@ std::vector<ShardPlan> plan_shards(const std::vector<std::vector<PlannedTensor>>
 // model.safetensors.index.json for several shards: {"metadata": {"total_size"}, "weight_map": {tensor: file}}.
 std::string shard_index_json(const std::vector<ShardPlan>& shards);
 
+// The output folder of a checkpoint writer (`--out`): created if missing; if it holds files, an error unless
+// `force`, and then the files a checkpoint consists of (shards, index, config.json, hf_quant_config.json) are
+// removed so that old shards cannot mix with the new ones. `source`, when given, must not be the same folder.
+Status prepare_checkpoint_folder(const std::filesystem::path& out, bool force,
+                                 const std::filesystem::path* source = nullptr);
+// A small text file read or written whole (config.json, the index).
+Result<std::string> read_text_file(const std::filesystem::path& path);
+Status write_text_file(const std::filesystem::path& path, const std::string& text);
+
 // Writes one planned shard: the header on create(), then each tensor's bytes through write() in plan order (a
 // tensor may arrive in several pieces), checked against the plan; finish() flushes and fails if anything is missing.
 class SafetensorsFileWriter {

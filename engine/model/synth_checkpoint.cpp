@@ -72,44 +72,6 @@ ordered_json hf_quant_of(const ordered_json& qc) {
   return {{"producer", producer}, {"quantization", q}};
 }
 
-Result<std::string> read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path.string() + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Status write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return internal_error(path.string() + ": cannot write (is the folder writable?)");
-  return Status::ok();
-}
-
-Status prepare_out_dir(const fs::path& out, bool force) {
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec)) return invalid_argument("--out " + out.string() + " exists and is not a folder");
-    if (!fs::is_empty(out, ec)) {
-      if (!force) return invalid_argument("--out " + out.string() + " is not empty (pass --force to overwrite)");
-      // A previous checkpoint's shards would mix with ours: remove exactly the files a checkpoint consists of.
-      for (const auto& e : fs::directory_iterator(out, ec)) {
-        const std::string name = e.path().filename().string();
-        if (e.is_regular_file() && (name.ends_with(".safetensors") || name == "model.safetensors.index.json" ||
-                                    name == "hf_quant_config.json" || name == "config.json")) {
-          fs::remove(e.path(), ec);
-        }
-      }
-    }
-  } else {
-    fs::create_directories(out, ec);
-    if (ec) return internal_error("--out " + out.string() + ": cannot create: " + ec.message());
-  }
-  return Status::ok();
-}
-
 class Planner {
  public:
   explicit Planner(const ModelConfig& c) : c_(c) {}
@@ -412,9 +374,9 @@ Result<SynthSummary> synth_checkpoint(const SynthOptions& options,
                               ": has neither tokenizer.json nor tokenizer_config.json");
     }
   }
-  VS_ASSIGN_OR_RETURN(std::string text, read_text(config_file));
+  VS_ASSIGN_OR_RETURN(std::string text, read_text_file(config_file));
   VS_ASSIGN_OR_RETURN(SynthConfig sc, synth_config(text, config_file.string(), options.format, options.layers));
-  VS_RETURN_IF_ERROR(prepare_out_dir(out, options.force));
+  VS_RETURN_IF_ERROR(prepare_checkpoint_folder(out, options.force));
 
   const auto groups = plan_synth_tensors(sc.model, options.seed);
   std::vector<std::vector<PlannedTensor>> planned;
@@ -432,10 +394,10 @@ Result<SynthSummary> synth_checkpoint(const SynthOptions& options,
   const int threads = thread_count(options.threads);
   SynthSummary summary;
   // config.json first: an unwritable folder fails here, before any data is generated.
-  VS_RETURN_IF_ERROR(write_text(out / "config.json", sc.config.dump(2) + "\n"));
+  VS_RETURN_IF_ERROR(write_text_file(out / "config.json", sc.config.dump(2) + "\n"));
   summary.files.push_back("config.json");
   if (!sc.hf_quant.is_null()) {
-    VS_RETURN_IF_ERROR(write_text(out / "hf_quant_config.json", sc.hf_quant.dump(2) + "\n"));
+    VS_RETURN_IF_ERROR(write_text_file(out / "hf_quant_config.json", sc.hf_quant.dump(2) + "\n"));
     summary.files.push_back("hf_quant_config.json");
   }
   std::vector<uint8_t> piece;
@@ -460,7 +422,7 @@ Result<SynthSummary> synth_checkpoint(const SynthOptions& options,
     summary.files.push_back(shard.file);
   }
   if (shards.size() > 1) {
-    VS_RETURN_IF_ERROR(write_text(out / "model.safetensors.index.json", shard_index_json(shards)));
+    VS_RETURN_IF_ERROR(write_text_file(out / "model.safetensors.index.json", shard_index_json(shards)));
     summary.files.push_back("model.safetensors.index.json");
   }
   for (const auto& f : tokenizer_files) {
