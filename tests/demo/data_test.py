@@ -122,6 +122,25 @@ def test_split_disjoint():
     check(not [p for p in people if p.expect["value"]["name"] in train_names], "held-out names seen in training")
 
 
+def test_mix():
+    check(tasks.parse_mix("") == {}, "empty --mix")
+    check(tasks.parse_mix("person=0.3, weather=0") == {"person": 0.3, "weather": 0.0}, "--mix parsing")
+    for bad in ("persons=1", "person", "person=-1", "person=x"):
+        try:
+            tasks.parse_mix(bad)
+            check(False, f"--mix {bad!r} accepted")
+        except ValueError:
+            pass
+    pools, rng = pl.Pools(), random.Random(3)
+    only = {n: 0.0 for n in tasks.FAMILIES}
+    only["person"] = 1.0
+    families = {tasks.generate(rng, "train", pools, mix=only).family for _ in range(200)}
+    check(families == {"person"}, f"a mix giving only person drew {families}")
+    drawn = [tasks.generate(rng, "train", pools, mix={"person": 1.0}).family for _ in range(2000)]
+    share = drawn.count("person") / len(drawn)
+    check(0.45 < share < 0.62, f"person share {share:.2f} with weight 1.0 against the others' 1.0 (expect ~0.53)")
+
+
 def test_evaluate_scoring():
     pools = pl.Pools()
     rng = random.Random(3)
@@ -242,6 +261,7 @@ def main():
                                                                          "demo_parse_check"))
     test_values()
     test_split_disjoint()
+    test_mix()
     test_evaluate_scoring()
     for b in (binary, parse_binary):
         check(os.path.exists(b), f"missing binary {b} (build the voltserve and demo_parse_check targets)")

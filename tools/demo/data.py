@@ -46,15 +46,15 @@ def load_tokenizer(path=TOKENIZER_DIR):
 class ExampleStream:
     """An endless, seeded stream of tokenized training examples (prompt ids, completion ids, family)."""
 
-    def __init__(self, tokenizer, seed, split="train", family=None, batch=256, pools=None):
-        self.tok = tokenizer
+    def __init__(self, tokenizer, seed, split="train", family=None, batch=256, pools=None, mix=None):
+        self.tok, self.mix = tokenizer, mix
         self.rng = random.Random(seed)
         self.split, self.family, self.batch = split, family, batch
         self.pools = pools or pl.Pools()
         self.buffer = []
 
     def _refill(self):
-        samples = [tasks.generate(self.rng, self.split, self.pools, self.family) for _ in range(self.batch)]
+        samples = [tasks.generate(self.rng, self.split, self.pools, self.family, mix=self.mix) for _ in range(self.batch)]
         texts = [sample_texts(s) for s in samples]
         prompts = self.tok.encode_batch([p for p, _ in texts], add_special_tokens=False)
         completions = self.tok.encode_batch([c for _, c in texts], add_special_tokens=False)

@@ -470,18 +470,32 @@ _NO_THINKING_OK = {"person", "order", "event", "weather", "tool", "tool_answer",
                    "no_tool"}
 
 
-def generate(rng, split, pools, family=None, eval_form=False):
-    """One sample of `family` (or of a family drawn by the mix), with the training-time variations: a system
-    prompt, an earlier exchange as history, thinking off (not for the worked families)."""
+def parse_mix(text):
+    """`FAMILY=WEIGHT,...` (train.py --mix) -> {family: weight}; the families not named keep FAMILIES' shares."""
+    mix = {}
+    for item in filter(None, (t.strip() for t in (text or "").split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or name not in FAMILIES:
+            raise ValueError(f"--mix: '{item}' is not FAMILY=WEIGHT with FAMILY one of {', '.join(FAMILIES)}")
+        mix[name] = float(value)
+        if mix[name] < 0:
+            raise ValueError(f"--mix: weight of {name} is negative")
+    return mix
+
+
+def generate(rng, split, pools, family=None, eval_form=False, mix=None):
+    """One sample of `family` (or of a family drawn by the mix, FAMILIES' shares with `mix` overriding some), with
+    the training-time variations: a system prompt, an earlier exchange as history, thinking off (not for the worked
+    families)."""
     if family is None:
         names = list(FAMILIES)
-        family = rng.choices(names, [FAMILIES[n][0] for n in names])[0]
+        family = rng.choices(names, [(mix or {}).get(n, FAMILIES[n][0]) for n in names])[0]
     sample = FAMILIES[family][1](rng, split, pools, eval_form)
     sample.family = family
     if eval_form:
         return sample
     if rng.random() < 0.1 and sample.messages[0]["role"] == "user":
-        prev = generate(rng, split, pools)
+        prev = generate(rng, split, pools, mix=mix)
         if prev.tools is None and sample.tools is None and len(prev.messages) == 2:
             old = dict(prev.messages[-1])
             old.pop("reasoning_content")  # reasoning of earlier turns is not rendered; clients often drop it

@@ -159,11 +159,11 @@ _WORKER = {}  # per process: the tokenizer and pools, built once
 
 def _make_chunk(job):
     """ROWS_PER_CHUNK packed rows for chunk `index` (its own seed, so chunks are reproducible in any order)."""
-    seed, index, seq_len = job
+    seed, index, seq_len, mix = job
     if not _WORKER:
         _WORKER.update(tok=data.load_tokenizer(), pools=data.pl.Pools())
     tok = _WORKER["tok"]
-    stream = data.ExampleStream(tok, seed * 1_000_003 + index, pools=_WORKER["pools"])
+    stream = data.ExampleStream(tok, seed * 1_000_003 + index, pools=_WORKER["pools"], mix=mix)
     packer = data.Packer(stream, seq_len, tok.token_to_id(chat_format.EOT))
     rows = [packer.row() for _ in range(ROWS_PER_CHUNK)]
     return torch.tensor([r for r, _ in rows], dtype=torch.int32), torch.tensor([m for _, m in rows], dtype=torch.uint8)
@@ -173,8 +173,8 @@ class Batches:
     """Batches of (ids, mask) from chunks made by a process pool, in chunk order, with a bounded prefetch (Pool.imap
     would queue an endless job list and let the workers run arbitrarily far ahead)."""
 
-    def __init__(self, seed, first_chunk, seq_len, batch, workers):
-        self.batch, self.seed, self.seq_len = batch, seed, seq_len
+    def __init__(self, seed, first_chunk, seq_len, batch, workers, mix=None):
+        self.batch, self.seed, self.seq_len, self.mix = batch, seed, seq_len, mix
         self.next_chunk = first_chunk
         self.pool = mp.get_context("spawn").Pool(workers) if workers > 0 else None
         self.pending = collections.deque()
@@ -185,9 +185,9 @@ class Batches:
     def _chunk(self):
         if not self.pool:
             self.next_chunk += 1
-            return _make_chunk((self.seed, self.next_chunk - 1, self.seq_len))
+            return _make_chunk((self.seed, self.next_chunk - 1, self.seq_len, self.mix))
         while len(self.pending) < self.depth:
-            self.pending.append(self.pool.apply_async(_make_chunk, ((self.seed, self.next_chunk, self.seq_len),)))
+            self.pending.append(self.pool.apply_async(_make_chunk, ((self.seed, self.next_chunk, self.seq_len, self.mix),)))
             self.next_chunk += 1
         return self.pending.popleft().get()
 
@@ -350,6 +350,8 @@ def main():
     ap.add_argument("--min-lr", type=float, default=1e-4)
     ap.add_argument("--warmup", type=int, default=100, help="warm-up steps (also after --resume)")
     ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--mix", default="", help="FAMILY=WEIGHT,... overriding tasks.FAMILIES' shares for this run "
+                    "(e.g. more copying practice when resuming); recorded in train_state.json")
     ap.add_argument("--mtp-weight", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", type=int, default=4, help="data worker processes (0: generate inline)")
@@ -364,6 +366,10 @@ def main():
     args = ap.parse_args()
     if not args.steps and not args.time_budget:
         ap.error("give --steps or --time-budget")
+    try:
+        mix = data.tasks.parse_mix(args.mix) or None
+    except ValueError as e:
+        ap.error(str(e))
     if args.threads:
         torch.set_num_threads(args.threads)
     dev = torch.device(args.device)
@@ -405,14 +411,15 @@ def main():
                             eps=1e-8, fused=dev.type == "cuda")
     fwd = torch.compile(losses) if args.compile else losses
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda")
-    batches = Batches(args.seed, state["chunks"], args.seq_len, args.batch, args.workers)
+    batches = Batches(args.seed, state["chunks"], args.seq_len, args.batch, args.workers, mix)
     save_dtype = torch.bfloat16 if args.save_dtype == "bf16" else torch.float16
     tok_dir = None if args.no_tokenizer_files else data.TOKENIZER_DIR
 
     def run_state(steps_done, tokens_done):
         s = dict(state)
         s["runs"] = state["runs"] + [{"steps": steps_done, "tokens": tokens_done, "seconds": round(time.time() - t_start),
-                                      "lr": args.lr, "batch": args.batch, "seq_len": args.seq_len}]
+                                      "lr": args.lr, "batch": args.batch, "seq_len": args.seq_len,
+                                      **({"mix": mix} if mix else {})}]
         s.update(step=state["step"] + steps_done, tokens=state["tokens"] + tokens_done,
                  chunks=state["chunks"] + batches.chunks_used, seed=args.seed, preset=args.preset)
         return s
