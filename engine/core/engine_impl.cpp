@@ -429,6 +429,7 @@ bool EngineImpl::step() {
           }
         }
       }
+      s.admitted_once = true;
       sched_log().debug("req={} admitted to slot {} at n_computed {}", s.request.id, s.slot, s.n_computed);
     }
     // A verify item the budget could not hold whole keeps fewer drafts (never computed later).
@@ -795,7 +796,8 @@ Status EngineImpl::adopt_hit(Sequence& seq) {
   }
   VS_RETURN_IF_ERROR(guarded([&] { return runner_->load_state(seq.hit_snapshot, seq.slot); }));
   seq.n_computed = seq.hit_tokens;
-  seq.n_tokens_cached = seq.hit_tokens;
+  // What the client is told was cached: its first admission's hit (a preempted recompute's is the engine's business).
+  if (!seq.admitted_once) seq.n_tokens_cached = std::min(seq.hit_tokens, seq.n_prompt);
   sched_log().debug("req={} prefix cache hit: {} of {} tokens cached (snapshot {})", seq.request.id, seq.hit_tokens,
                     seq.tokens.size(), seq.hit_snapshot);
   drop_hit(seq);
@@ -852,6 +854,7 @@ void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event 
   event.n_tokens_prompt = seq.n_prompt;
   event.n_tokens_generated = seq.n_generated();
   event.ttft_us = seq.ttft_us;
+  event.n_tokens_cached = seq.n_tokens_cached;
   event.n_tokens_drafted = seq.spec.n_drafted();
   event.n_tokens_accepted = seq.spec.n_accepted();
   event.drafted_per_position = seq.spec.drafted_per_position();

@@ -67,6 +67,7 @@ struct Sequence {
   std::vector<int32_t> hit_pages;  // the entry's pages covering [0, hit_tokens)
   int32_t snapshot_at = 0;
   int32_t n_tokens_cached = 0;
+  bool admitted_once = false;
 };
 
 }  // namespace voltserve

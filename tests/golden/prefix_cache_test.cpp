@@ -82,6 +82,7 @@ Request greedy(std::vector<int32_t> prompt, int32_t n) {
 struct Output {
   std::vector<int32_t> tokens;
   std::vector<float> logprobs;
+  int32_t n_tokens_cached = 0;
 };
 
 // Same tokens, and logprobs equal within the rounding of prefilling in other chunks: the same-backend logits
@@ -113,7 +114,7 @@ Output run_one(Engine& engine, const Request& r) {
   engine.wait_idle();
   REQUIRE(c.final_events.count(0) == 1);
   CHECK(c.final_events[0].finish_reason == FinishReason::kLength);
-  return {c.tokens[0], c.logprobs[0]};
+  return {c.tokens[0], c.logprobs[0], c.final_events[0].n_tokens_cached};
 }
 
 }  // namespace
@@ -136,7 +137,10 @@ TEST_CASE("prefix cache: a chat's second turn resumes after the first turn's rep
   // is cached, so the hit covers turn 1's prompt and nearly all of its reply.
   const std::vector<int32_t> turn2 = concat(concat(turn1, reply1.tokens), random_tokens(rng, 30));
   const Output reply2 = run_one(*plain, greedy(turn2, 24));
-  check_same(run_one(*cached, greedy(turn2, 24)), reply2);
+  const Output cached2 = run_one(*cached, greedy(turn2, 24));
+  check_same(cached2, reply2);
+  CHECK(reply2.n_tokens_cached == 0);
+  CHECK(cached2.n_tokens_cached == static_cast<int32_t>(turn1.size() + reply1.tokens.size() - 1));  // the final event
   const EngineStats after2 = cached->stats();
   CHECK(after2.n_prefix_cache_queries_total == 2);
   CHECK(after2.n_prefix_cache_hits_total == 1);
