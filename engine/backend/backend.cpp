@@ -46,6 +46,51 @@ Status check_gdn_commit(const GdnStateLayer& layer, const kernels::gdn::State& s
   return Status::ok();
 }
 
+namespace {
+
+Status check_copy(const Tensor& src, int64_t src_row, const Tensor& dst, int64_t dst_row, int64_t n_rows,
+                  std::string_view what) {
+  if (src.empty() || dst.empty()) return internal_error(std::string(what) + ": the tensors are not allocated");
+  if (src.dtype != dst.dtype || src.cols != dst.cols) {
+    return internal_error(std::string(what) + ": source [" + std::to_string(src.rows) + ", " +
+                          std::to_string(src.cols) + "] and destination [" + std::to_string(dst.rows) + ", " +
+                          std::to_string(dst.cols) + "] differ in dtype or width");
+  }
+  if (n_rows < 0 || src_row < 0 || dst_row < 0 || src_row + n_rows > src.rows || dst_row + n_rows > dst.rows) {
+    return internal_error(std::string(what) + ": rows [" + std::to_string(src_row) + ", +" + std::to_string(n_rows) +
+                          ") of " + std::to_string(src.rows) + " to [" + std::to_string(dst_row) + ", +" +
+                          std::to_string(n_rows) + ") of " + std::to_string(dst.rows));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Backend::save_state(GdnStateLayer& state, int32_t slot, int32_t snapshot) {
+  VS_RETURN_IF_ERROR(check_copy(state.conv, slot, state.conv_snap, snapshot, 1, name() + " save_state conv"));
+  VS_RETURN_IF_ERROR(
+      check_copy(state.recurrent, slot, state.recurrent_snap, snapshot, 1, name() + " save_state recurrent"));
+  VS_RETURN_IF_ERROR(copy_rows(state.conv, slot, state.conv_snap, snapshot, 1));
+  return copy_rows(state.recurrent, slot, state.recurrent_snap, snapshot, 1);
+}
+
+Status Backend::load_state(GdnStateLayer& state, int32_t snapshot, int32_t slot) {
+  VS_RETURN_IF_ERROR(check_copy(state.conv_snap, snapshot, state.conv, slot, 1, name() + " load_state conv"));
+  VS_RETURN_IF_ERROR(
+      check_copy(state.recurrent_snap, snapshot, state.recurrent, slot, 1, name() + " load_state recurrent"));
+  VS_RETURN_IF_ERROR(copy_rows(state.conv_snap, snapshot, state.conv, slot, 1));
+  return copy_rows(state.recurrent_snap, snapshot, state.recurrent, slot, 1);
+}
+
+Status Backend::copy_kv_page(KvCacheLayer& cache, int32_t page_size, int32_t src_page, int32_t dst_page) {
+  const int64_t src = static_cast<int64_t>(src_page) * page_size;
+  const int64_t dst = static_cast<int64_t>(dst_page) * page_size;
+  VS_RETURN_IF_ERROR(check_copy(cache.k, src, cache.k, dst, page_size, name() + " copy_kv_page K"));
+  VS_RETURN_IF_ERROR(check_copy(cache.v, src, cache.v, dst, page_size, name() + " copy_kv_page V"));
+  VS_RETURN_IF_ERROR(copy_rows(cache.k, src, cache.k, dst, page_size));
+  return copy_rows(cache.v, src, cache.v, dst, page_size);
+}
+
 std::vector<kernels::sampling::RowParams> sampler_rows(const StepBatch& batch) {
   std::vector<kernels::sampling::RowParams> rows(batch.outputs.size());
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -84,12 +84,15 @@ struct GdnWeights {
 };
 // Per-slot recurrent state of one GDN layer, fp32 (layouts in kernels/gdn/gdn.h). The checkpoint tensors hold,
 // for a verify item in slot s, the state after each of its tokens (rows s * max_verify_tokens + t); empty when
-// the runner was configured without speculative verification.
+// the runner was configured without speculative verification. The snapshot tensors hold prefix-cache snapshots
+// (engine/cache/prefix_cache.h): row i is a copy of some slot's state at a prefix end; empty without a prefix cache.
 struct GdnStateLayer {
   Tensor conv;       // [n_slots, conv_dim * (conv_kernel - 1)]
   Tensor recurrent;  // [n_slots, n_v_heads * head_k_dim * head_v_dim]
   Tensor conv_ckpt;       // [n_slots * max_verify_tokens, conv_dim * (conv_kernel - 1)]
   Tensor recurrent_ckpt;  // [n_slots * max_verify_tokens, n_v_heads * head_k_dim * head_v_dim]
+  Tensor conv_snap;       // [n_snapshots, conv_dim * (conv_kernel - 1)]
+  Tensor recurrent_snap;  // [n_snapshots, n_v_heads * head_k_dim * head_v_dim]
 };
 
 // How a GDN mixer processes a multi-token segment; both give the same result up to fp32 rounding.
@@ -256,6 +259,16 @@ class Backend {
                          const Tensor& b, const Tensor& a, GdnStateLayer& state, Tensor& out) = 0;
   // Between steps, after a verify step: copies checkpoint (slot, index) into the slot's state (kernels::gdn::commit).
   virtual Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) = 0;
+
+  // Prefix caching, between steps (engine/cache/prefix_cache.h): a slot's GDN state to a snapshot row and back, and
+  // one KV page to another (a hit's partial last page, which the new sequence writes on). Checked here; the copy is
+  // copy_rows.
+  Status save_state(GdnStateLayer& state, int32_t slot, int32_t snapshot);
+  Status load_state(GdnStateLayer& state, int32_t snapshot, int32_t slot);
+  Status copy_kv_page(KvCacheLayer& cache, int32_t page_size, int32_t src_page, int32_t dst_page);
+  // dst rows [dst_row, dst_row + n_rows) = src rows [src_row, src_row + n_rows): same dtype and cols, in range
+  // (checked by the callers above), ordered after every op before it and before every op after it.
+  virtual Status copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) = 0;
 
   // hidden [n_outputs, hidden] (the final-normed rows of the step's outputs, in output order): computes the logits
   // of every output row through `head`, then per row samples / reports logprobs / keeps the logits / keeps the

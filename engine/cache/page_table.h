@@ -21,6 +21,9 @@ class PageTable {
 
   // Makes room for n_tokens positions, all or nothing: false (table unchanged) when the pool is short.
   bool grow_to(int32_t n_tokens, PageAllocator& pages);
+  // Appends a page the caller already holds one reference on, for this table to own (a prefix-cache hit's shared
+  // or copied pages); the table must not cover it yet.
+  void adopt(int32_t page) { pages_.push_back(page); }
   // Hands every page back to the pool (one release each) and empties the table.
   Status release_all(PageAllocator& pages);
 

@@ -41,6 +41,9 @@ Status check_config(const ModelRunner* runner, const EngineConfig& c) {
     return invalid_argument("speculative_k must be -1 (auto), 0 (off) or 1..max_speculative_k (" +
                             std::to_string(c.max_speculative_k) + "), got " + std::to_string(c.speculative_k));
   }
+  if (c.prefix_snapshot_interval < 0) {
+    return invalid_argument("prefix_snapshot_interval must be >= 0, got " + std::to_string(c.prefix_snapshot_interval));
+  }
   // Every running stream must be able to decode in every step, or the newest ones would starve.
   if (c.max_tokens_per_step < c.max_running) {
     return invalid_argument("max_tokens_per_step (" + std::to_string(c.max_tokens_per_step) +
@@ -134,6 +137,11 @@ EngineImpl::EngineImpl(std::unique_ptr<ModelRunner> runner, const EngineConfig& 
     named_logger("spec").info("speculative decoding: up to {} drafts per round, default {}", spec_max_k_,
                               spec_default_k_ == kSpeculativeAuto ? std::string("auto")
                                                                   : std::to_string(spec_default_k_));
+  }
+  if (config.prefix_cache && geometry_.n_snapshots > 0) {
+    prefix_cache_ = std::make_unique<PrefixCache>(geometry_.n_snapshots, geometry_.page_size, pages_);
+    engine_log().info("prefix cache: {} state snapshots, a snapshot every {} prefill tokens", geometry_.n_snapshots,
+                      config.prefix_snapshot_interval);
   }
   seed_base_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   {
@@ -248,7 +256,8 @@ void EngineImpl::publish_stats_locked() {
   for (const auto& seq : seqs_) s.n_running += (seq->admitted && !seq->finished) ? 1 : 0;
   s.n_waiting = n_waiting_;
   s.kv_pages_total = pages_.n_total();
-  s.kv_pages_free = pages_.n_free();
+  // Pages only the prefix cache holds are free for requests: it gives them back the moment they are needed.
+  s.kv_pages_free = pages_.n_free() + (prefix_cache_ ? prefix_cache_->reclaimable_pages() : 0);
   s.state_slots_total = slots_.n_total();
   s.state_slots_free = slots_.n_free();
   s.context_length = limits_.context_length;
@@ -264,6 +273,18 @@ void EngineImpl::publish_stats_locked() {
   s.n_tokens_accepted_total = counters_.n_tokens_accepted_total;
   s.drafted_per_position_total = counters_.drafted_per_position_total;
   s.accepted_per_position_total = counters_.accepted_per_position_total;
+  s.prefix_cache_enabled = prefix_cache_ != nullptr;
+  s.n_prefix_cache_queries_total = counters_.n_prefix_cache_queries_total;
+  s.n_prefix_cache_hits_total = counters_.n_prefix_cache_hits_total;
+  s.n_tokens_prefix_cached_total = counters_.n_tokens_prefix_cached_total;
+  if (prefix_cache_) {
+    const PrefixCacheStats c = prefix_cache_->stats();
+    s.n_prefix_cache_evictions_total = c.n_evictions;
+    s.prefix_cache_entries = c.n_entries;
+    s.prefix_snapshots_used = c.n_snapshots_used;
+    s.prefix_snapshots_total = c.n_snapshots_total;
+    s.prefix_cache_pages = c.n_pages_held;
+  }
   s.healthy = healthy_;
   s.draining = draining_;
 }
@@ -331,13 +352,37 @@ bool EngineImpl::step() {
   views.reserve(seqs_.size());
   int32_t n_running = 0;
   for (const auto& s : seqs_) n_running += s->admitted ? 1 : 0;
+  if (prefix_cache_) {
+    // The waiting sequences that could be admitted soon look for their longest cached prefix (seqs_ is in arrival
+    // order); the hit is pinned until admission.
+    int32_t n_candidates = sched_limits_.max_running - n_running;
+    for (const auto& s : seqs_) {
+      if (n_candidates <= 0) break;
+      if (s->admitted || s->finished) continue;
+      refresh_hit(*s);
+      --n_candidates;
+    }
+  }
   for (const auto& s : seqs_) {
     plan_speculation(*s, n_running);
     const auto n_draft = static_cast<int32_t>(s->drafts.size());
-    views.push_back({s->id, s->admitted, s->n_computed, static_cast<int32_t>(s->tokens.size()) + n_draft,
-                     s->pages.n_pages(), n_draft, std::max(0, s->n_draft_next - 1)});
+    SchedSeq v{s->id, s->admitted, s->n_computed, static_cast<int32_t>(s->tokens.size()) + n_draft,
+               s->pages.n_pages(), n_draft, std::max(0, s->n_draft_next - 1)};
+    if (prefix_cache_) {
+      if (!s->admitted && s->hit_tokens > 0) {
+        v.n_computed = s->hit_tokens;
+        v.n_pages_held = s->hit_tokens / geometry_.page_size;
+      }
+      int32_t freeable = 0;
+      for (int32_t page : s->pages.pages()) freeable += pages_.refcount(page) == 1 ? 1 : 0;
+      v.n_pages_freeable = freeable;
+      s->snapshot_at = next_snapshot(*s);
+      v.n_stop = s->snapshot_at;
+    }
+    views.push_back(v);
   }
-  const StepPlan plan = plan_step(views, sched_limits_, pages_.n_free(), slots_.n_free());
+  const int32_t n_free_pages = pages_.n_free() + (prefix_cache_ ? prefix_cache_->reclaimable_pages() : 0);
+  const StepPlan plan = plan_step(views, sched_limits_, n_free_pages, slots_.n_free());
 
   for (int32_t i : plan.preempted) {
     Sequence& s = *seqs_[static_cast<size_t>(i)];
@@ -373,6 +418,18 @@ bool EngineImpl::step() {
         counters_.n_tokens_prompt_total += static_cast<uint64_t>(s.n_prompt);
         s.counted_prompt = true;
       }
+      if (prefix_cache_ && uses_prefix_cache(s)) {
+        ++counters_.n_prefix_cache_queries_total;
+        if (s.hit_tokens > 0) {
+          ++counters_.n_prefix_cache_hits_total;
+          counters_.n_tokens_prefix_cached_total += static_cast<uint64_t>(s.hit_tokens);
+          if (Status st = adopt_hit(s); !st.is_ok()) {
+            on_runner_failure(st);
+            return false;
+          }
+        }
+      }
+      s.admitted_once = true;
       sched_log().debug("req={} admitted to slot {} at n_computed {}", s.request.id, s.slot, s.n_computed);
     }
     // A verify item the budget could not hold whole keeps fewer drafts (never computed later).
@@ -380,7 +437,7 @@ bool EngineImpl::step() {
       s.drafts.resize(static_cast<size_t>(item.n_tokens - 1));
     }
     const int32_t lookahead = item.need_logits ? std::max(0, s.n_draft_next - 1) : 0;
-    if (!s.pages.grow_to(s.n_computed + item.n_tokens + lookahead, pages_)) {
+    if (!grow_pages(s, s.n_computed + item.n_tokens + lookahead)) {
       fail_all(internal_error("scheduler planned more KV pages than are free"));
       return false;
     }
@@ -422,7 +479,16 @@ bool EngineImpl::step() {
     return false;
   }
   for (size_t idx = 0; idx < plan.items.size(); ++idx) {
-    if (!steps_[idx].verify) seqs_[static_cast<size_t>(plan.items[idx].seq)]->n_computed += plan.items[idx].n_tokens;
+    if (steps_[idx].verify) continue;
+    Sequence& s = *seqs_[static_cast<size_t>(plan.items[idx].seq)];
+    s.n_computed += plan.items[idx].n_tokens;
+    // A prefill chunk that stopped at its snapshot position: the state is exactly that prefix's.
+    if (prefix_cache_ && s.snapshot_at > 0 && s.n_computed == s.snapshot_at) {
+      if (Status c = snapshot(s); !c.is_ok()) {
+        on_runner_failure(c);
+        return false;
+      }
+    }
   }
 
   // Verify items: the round is recorded first (the final event of a request that ends inside the run carries it);
@@ -658,6 +724,105 @@ void EngineImpl::emit_token(Sequence& seq, const RowResult& row) {
   deliver(seq, std::move(ev));
 }
 
+bool EngineImpl::uses_prefix_cache(const Sequence& seq) const {
+  // Speculating sequences neither look up nor insert yet (prefix_cache.h: the MTP head's KV at the hit). A hit skips
+  // computing the prefix, so what the prefix would have fed besides the state must not be needed: prompt logits,
+  // and the penalty state (prompt and recomputed tokens are counted as they are computed).
+  const kernels::sampling::RowParams& p = seq.sampling;
+  return prefix_cache_ != nullptr && !seq.spec.enabled() && seq.request.n_prompt_logits == 0 &&
+         p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f;
+}
+
+void EngineImpl::drop_hit(Sequence& seq) {
+  if (seq.hit_entry >= 0 && prefix_cache_) prefix_cache_->unpin(seq.hit_entry);
+  seq.hit_entry = -1;
+  seq.hit_tokens = 0;
+  seq.hit_snapshot = -1;
+  seq.hit_pages.clear();
+}
+
+void EngineImpl::refresh_hit(Sequence& seq) {
+  drop_hit(seq);
+  if (!uses_prefix_cache(seq)) return;
+  // At least one token is computed after the hit: its logits sample the next token.
+  const auto limit = static_cast<int32_t>(seq.tokens.size()) - 1;
+  const std::optional<PrefixHit> hit = prefix_cache_->lookup(seq.tokens, limit);
+  if (!hit) return;
+  prefix_cache_->pin(hit->entry);
+  seq.hit_entry = hit->entry;
+  seq.hit_tokens = hit->n_tokens;
+  seq.hit_snapshot = hit->snapshot;
+  seq.hit_pages.assign(hit->pages.begin(), hit->pages.end());
+}
+
+int32_t EngineImpl::next_snapshot(const Sequence& seq) const {
+  // Snapshots are taken only from the prefill of a sequence that feeds the cache (no speculation).
+  if (!prefix_cache_ || seq.spec.enabled()) return 0;
+  const int32_t at = seq.admitted ? seq.n_computed : seq.hit_tokens;
+  const auto n_target = static_cast<int32_t>(seq.tokens.size());
+  int32_t stop = 0;
+  // The prompt end minus one: the resume point of an identical prompt (siblings, retries, a preempted recompute).
+  if (seq.n_prompt - 1 > at && seq.n_prompt - 1 >= 1) stop = seq.n_prompt - 1;
+  const int32_t n = config_.prefix_snapshot_interval;
+  if (n > 0) {
+    const int32_t next = (at / n + 1) * n;
+    if (next < n_target - 1 && (stop == 0 || next < stop)) stop = next;
+  }
+  return stop;
+}
+
+Status EngineImpl::adopt_hit(Sequence& seq) {
+  const int32_t page_size = geometry_.page_size;
+  const int32_t n_full = seq.hit_tokens / page_size;
+  if (seq.pages.n_pages() != 0 || static_cast<int32_t>(seq.hit_pages.size()) < pages_for_tokens(seq.hit_tokens, page_size)) {
+    return internal_error("prefix cache: a hit of " + std::to_string(seq.hit_tokens) + " tokens with " +
+                          std::to_string(seq.hit_pages.size()) + " pages for a table of " +
+                          std::to_string(seq.pages.n_pages()));
+  }
+  // Full pages are shared: nobody writes below its own n_computed, so they stay as the cache holds them.
+  for (int32_t i = 0; i < n_full; ++i) {
+    const int32_t page = seq.hit_pages[static_cast<size_t>(i)];
+    VS_RETURN_IF_ERROR(pages_.retain(page));
+    seq.pages.adopt(page);
+  }
+  // The partial last page is copied: this sequence writes its positions from hit_tokens on.
+  if (seq.hit_tokens % page_size != 0) {
+    std::optional<int32_t> page = pages_.allocate();
+    if (!page && prefix_cache_->evict_for_pages(1)) page = pages_.allocate();
+    if (!page) return internal_error("prefix cache: no KV page for a hit's partial last page");
+    seq.pages.adopt(*page);
+    const int32_t src = seq.hit_pages[static_cast<size_t>(n_full)];
+    VS_RETURN_IF_ERROR(guarded([&] { return runner_->copy_page(src, *page); }));
+  }
+  VS_RETURN_IF_ERROR(guarded([&] { return runner_->load_state(seq.hit_snapshot, seq.slot); }));
+  seq.n_computed = seq.hit_tokens;
+  // What the client is told was cached: its first admission's hit (a preempted recompute's is the engine's business).
+  if (!seq.admitted_once) seq.n_tokens_cached = std::min(seq.hit_tokens, seq.n_prompt);
+  sched_log().debug("req={} prefix cache hit: {} of {} tokens cached (snapshot {})", seq.request.id, seq.hit_tokens,
+                    seq.tokens.size(), seq.hit_snapshot);
+  drop_hit(seq);
+  return Status::ok();
+}
+
+Status EngineImpl::snapshot(Sequence& seq) {
+  if (!prefix_cache_ || seq.spec.enabled() || !seq.admitted || seq.n_computed < 1) return Status::ok();
+  const std::span<const int32_t> prefix = std::span<const int32_t>(seq.tokens).first(static_cast<size_t>(seq.n_computed));
+  const std::optional<int32_t> row = prefix_cache_->begin_insert(prefix);
+  if (!row) return Status::ok();  // already cached, or every snapshot is pinned
+  if (Status st = guarded([&] { return runner_->save_state(seq.slot, *row); }); !st.is_ok()) {
+    prefix_cache_->abort_insert(*row);
+    return st;
+  }
+  return prefix_cache_->commit_insert(prefix, *row, seq.pages.pages());
+}
+
+bool EngineImpl::grow_pages(Sequence& seq, int32_t n_tokens) {
+  if (seq.pages.grow_to(n_tokens, pages_)) return true;
+  if (!prefix_cache_) return false;
+  const int32_t need = pages_for_tokens(n_tokens, geometry_.page_size) - seq.pages.n_pages();
+  return prefix_cache_->evict_for_pages(need) && seq.pages.grow_to(n_tokens, pages_);
+}
+
 void EngineImpl::release_resources(Sequence& seq) {
   if (Status st = seq.pages.release_all(pages_); !st.is_ok()) {
     engine_log().error("req={} releasing pages: {}", seq.request.id, st.to_string());
@@ -675,6 +840,13 @@ void EngineImpl::release_resources(Sequence& seq) {
 
 void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event event) {
   const bool was_waiting = !seq.admitted;
+  // The end of the committed text is where the next turn of a conversation resumes.
+  if (reason != FinishReason::kError && seq.admitted && !seq.finished) {
+    if (Status st = snapshot(seq); !st.is_ok()) {
+      engine_log().warn("req={} prefix cache snapshot failed: {}", seq.request.id, st.to_string());
+    }
+  }
+  drop_hit(seq);
   release_resources(seq);
   seq.finished = true;
   event.finished = true;
@@ -682,6 +854,7 @@ void EngineImpl::finish(Sequence& seq, FinishReason reason, Status error, Event 
   event.n_tokens_prompt = seq.n_prompt;
   event.n_tokens_generated = seq.n_generated();
   event.ttft_us = seq.ttft_us;
+  event.n_tokens_cached = seq.n_tokens_cached;
   event.n_tokens_drafted = seq.spec.n_drafted();
   event.n_tokens_accepted = seq.spec.n_accepted();
   event.drafted_per_position = seq.spec.drafted_per_position();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/id_pool.h"
+#include "cache/prefix_cache.h"
 #include "core/mask_worker.h"
 #include "runner/model_runner.h"
 #include "core/request_validation.h"
@@ -60,6 +61,18 @@ class EngineImpl final : public Engine {
   // Marks the engine unhealthy, logs once, fails every live request with `error`.
   void on_runner_failure(const Status& error);
   void release_resources(Sequence& seq);
+  // Prefix caching (cache/prefix_cache.h). Whether the sequence may use / feed the cache; its pending hit refreshed
+  // (waiting sequences near the head of the queue, before planning); the snapshot position of its next prefill
+  // chunk; the hit adopted on admission (pages shared or copied, snapshot loaded); a snapshot of its committed state
+  // as an entry over tokens [0, n_computed).
+  bool uses_prefix_cache(const Sequence& seq) const;
+  void refresh_hit(Sequence& seq);
+  void drop_hit(Sequence& seq);
+  int32_t next_snapshot(const Sequence& seq) const;
+  Status adopt_hit(Sequence& seq);
+  Status snapshot(Sequence& seq);
+  // Pages for the sequence's table up to n_tokens, evicting cached prefixes first when the pool is short.
+  bool grow_pages(Sequence& seq, int32_t n_tokens);
   void remove_finished();
   void deliver(Sequence& seq, Event event);
   template <class Fn>
@@ -97,6 +110,7 @@ class EngineImpl final : public Engine {
   std::vector<std::unique_ptr<Sequence>> seqs_;  // live sequences in arrival order
   PageAllocator pages_;
   SlotAllocator slots_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // null: off
   std::vector<SeqStep> steps_;        // the step being built, reused
   std::vector<RowRequest> outputs_;
   std::vector<MaskWorker::Job> mask_jobs_;  // this step's structured-output masks

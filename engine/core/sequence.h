@@ -59,6 +59,15 @@ struct Sequence {
   std::vector<int32_t> drafts;
   std::vector<int32_t> verify_tokens;
   int32_t n_draft_next = 0;
+  // Prefix caching (cache/prefix_cache.h): a waiting sequence's pending hit (its entry pinned until admission), the
+  // snapshot position its current prefill chunk stops at (0: none), and the tokens its admission skipped.
+  int32_t hit_entry = -1;
+  int32_t hit_tokens = 0;
+  int32_t hit_snapshot = -1;
+  std::vector<int32_t> hit_pages;  // the entry's pages covering [0, hit_tokens)
+  int32_t snapshot_at = 0;
+  int32_t n_tokens_cached = 0;
+  bool admitted_once = false;
 };
 
 }  // namespace voltserve

@@ -122,13 +122,14 @@ Status Qwen35Model::configure(const ModelStepLimits& limits) {
 }
 
 Result<Qwen35Cache> Qwen35Model::alloc_cache(int32_t page_size, int32_t n_pages, int32_t n_slots,
-                                             int32_t max_verify_tokens) const {
+                                             int32_t max_verify_tokens, int32_t n_snapshots) const {
   Backend& be = *backend_;
   Qwen35Cache cache;
   cache.page_size = page_size;
   cache.n_pages = n_pages;
   cache.n_slots = n_slots;
   cache.max_verify_tokens = max_verify_tokens;
+  cache.n_snapshots = n_snapshots;
   cache.kv.resize(weights_.layers.size());
   cache.gdn.resize(weights_.layers.size());
   const DType kv_dtype = be.activation_dtype();  // CPU fp32, CUDA fp16 (DESIGN.md §3)
@@ -151,6 +152,11 @@ Result<Qwen35Cache> Qwen35Model::alloc_cache(int32_t page_size, int32_t n_pages,
         VS_ASSIGN_OR_RETURN(s.conv_ckpt, be.alloc(rows, conv_width, DType::kF32, layer + " conv checkpoints"));
         VS_ASSIGN_OR_RETURN(s.recurrent_ckpt, be.alloc(rows, state, DType::kF32, layer + " state checkpoints"));
       }
+      if (n_snapshots > 0) {
+        VS_ASSIGN_OR_RETURN(s.conv_snap, be.alloc(n_snapshots, conv_width, DType::kF32, layer + " conv snapshots"));
+        VS_ASSIGN_OR_RETURN(s.recurrent_snap,
+                            be.alloc(n_snapshots, state, DType::kF32, layer + " recurrent snapshots"));
+      }
     }
   }
   return cache;
@@ -167,6 +173,27 @@ Status Qwen35Model::reset_slot(Qwen35Cache& cache, int32_t slot) const {
 Status Qwen35Model::commit(Qwen35Cache& cache, int32_t slot, int32_t index) const {
   for (auto& g : cache.gdn) {
     if (!g.recurrent.empty()) VS_RETURN_IF_ERROR(backend_->gdn_commit(gdn_params_, g, slot, index));
+  }
+  return Status::ok();
+}
+
+Status Qwen35Model::save_state(Qwen35Cache& cache, int32_t slot, int32_t snapshot) const {
+  for (auto& g : cache.gdn) {
+    if (!g.recurrent.empty()) VS_RETURN_IF_ERROR(backend_->save_state(g, slot, snapshot));
+  }
+  return Status::ok();
+}
+
+Status Qwen35Model::load_state(Qwen35Cache& cache, int32_t snapshot, int32_t slot) const {
+  for (auto& g : cache.gdn) {
+    if (!g.recurrent.empty()) VS_RETURN_IF_ERROR(backend_->load_state(g, snapshot, slot));
+  }
+  return Status::ok();
+}
+
+Status Qwen35Model::copy_page(Qwen35Cache& cache, int32_t src_page, int32_t dst_page) const {
+  for (auto& kv : cache.kv) {
+    if (!kv.k.empty()) VS_RETURN_IF_ERROR(backend_->copy_kv_page(kv, cache.page_size, src_page, dst_page));
   }
   return Status::ok();
 }

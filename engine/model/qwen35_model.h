@@ -25,6 +25,7 @@ struct Qwen35Cache {
   int32_t n_pages = 0;
   int32_t n_slots = 0;
   int32_t max_verify_tokens = 0;
+  int32_t n_snapshots = 0;  // prefix-cache snapshot rows of every GDN layer (GdnStateLayer::conv_snap)
   std::vector<KvCacheLayer> kv;    // one per layer (empty tensors for GDN layers)
   std::vector<GdnStateLayer> gdn;  // one per layer (empty tensors for attention layers)
 };
@@ -70,12 +71,17 @@ class Qwen35Model {
   Status configure(const ModelStepLimits& limits);
   const ModelStepLimits& limits() const { return limits_; }
 
-  Result<Qwen35Cache> alloc_cache(int32_t page_size, int32_t n_pages, int32_t n_slots,
-                                  int32_t max_verify_tokens) const;
+  Result<Qwen35Cache> alloc_cache(int32_t page_size, int32_t n_pages, int32_t n_slots, int32_t max_verify_tokens,
+                                  int32_t n_snapshots = 0) const;
   // Zeroes the conv and recurrent state of `slot` in every GDN layer and its sampling penalty state.
   Status reset_slot(Qwen35Cache& cache, int32_t slot) const;
   // Keeps the GDN state after token `index` of the slot's last verify item (checkpoint -> state, every layer).
   Status commit(Qwen35Cache& cache, int32_t slot, int32_t index) const;
+  // Prefix caching: every GDN layer's state of `slot` into snapshot row `snapshot` and back; KV page src -> dst in
+  // every attention layer.
+  Status save_state(Qwen35Cache& cache, int32_t slot, int32_t snapshot) const;
+  Status load_state(Qwen35Cache& cache, int32_t snapshot, int32_t slot) const;
+  Status copy_page(Qwen35Cache& cache, int32_t src_page, int32_t dst_page) const;
 
   // One batched step; the batch is assumed valid (the runner checks it).
   // before_sampling: called after the layers, before the lm_head samples (structured-output masks arrive then:

@@ -74,8 +74,10 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   r->geometry_.max_verify_tokens = options.max_verify_tokens;
   r->capacity_.max_tokens = options.max_step_tokens;
   VS_RETURN_IF_ERROR(r->load_drafter(options));
+  r->geometry_.n_snapshots = std::max(0, mo.n_prefix_snapshots);
   VS_ASSIGN_OR_RETURN(r->cache_, r->model_->alloc_cache(r->geometry_.page_size, r->geometry_.n_pages,
-                                                        r->geometry_.n_slots, r->geometry_.max_verify_tokens));
+                                                        r->geometry_.n_slots, r->geometry_.max_verify_tokens,
+                                                        r->geometry_.n_snapshots));
 
   r->info_.name = source->name;
   r->info_.vocab_size = static_cast<int32_t>(c.vocab_size);
@@ -160,6 +162,36 @@ Status Qwen35Runner::reset_slot(int32_t slot) {
   }
   verify_tokens_[static_cast<size_t>(slot)] = 0;
   return model_->reset_slot(cache_, slot);
+}
+
+namespace {
+
+Status check_index(int32_t i, int32_t n, const char* what) {
+  if (i < 0 || i >= n) {
+    return out_of_range(std::string(what) + " " + std::to_string(i) + " is outside [0, " + std::to_string(n) + ")");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status Qwen35Runner::save_state(int32_t slot, int32_t snapshot) {
+  VS_RETURN_IF_ERROR(check_index(slot, geometry_.n_slots, "slot"));
+  VS_RETURN_IF_ERROR(check_index(snapshot, geometry_.n_snapshots, "snapshot"));
+  return model_->save_state(cache_, slot, snapshot);
+}
+
+Status Qwen35Runner::load_state(int32_t snapshot, int32_t slot) {
+  VS_RETURN_IF_ERROR(check_index(slot, geometry_.n_slots, "slot"));
+  VS_RETURN_IF_ERROR(check_index(snapshot, geometry_.n_snapshots, "snapshot"));
+  verify_tokens_[static_cast<size_t>(slot)] = 0;
+  return model_->load_state(cache_, snapshot, slot);
+}
+
+Status Qwen35Runner::copy_page(int32_t src_page, int32_t dst_page) {
+  VS_RETURN_IF_ERROR(check_index(src_page, geometry_.n_pages, "page"));
+  VS_RETURN_IF_ERROR(check_index(dst_page, geometry_.n_pages, "page"));
+  return model_->copy_page(cache_, src_page, dst_page);
 }
 
 Status Qwen35Runner::build_batch(const StepRequest& request) {

@@ -45,6 +45,9 @@ class Qwen35Runner final : public ModelRunner {
   Status reset_slot(int32_t slot) override;
   Status step(const StepRequest& request, StepResult& result) override;
   Status commit(int32_t slot, int32_t n_keep) override;
+  Status save_state(int32_t slot, int32_t snapshot) override;
+  Status load_state(int32_t snapshot, int32_t slot) override;
+  Status copy_page(int32_t src_page, int32_t dst_page) override;
 
   const ModelConfig& config() const { return model_->config(); }
   const Backend& backend() const { return *backend_; }

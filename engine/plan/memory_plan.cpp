@@ -181,7 +181,8 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   // The caches from the model's own allocations: KV grows by a page, state by a slot.
   auto cache_at = [&](int32_t n_pages) -> Result<std::map<Use, Tally>> {
     const std::map<Use, Tally> before = sb.tallies();
-    VS_ASSIGN_OR_RETURN(Qwen35Cache cache, model->alloc_cache(in.page_size, n_pages, in.n_slots, in.max_verify_tokens));
+    VS_ASSIGN_OR_RETURN(Qwen35Cache cache, model->alloc_cache(in.page_size, n_pages, in.n_slots, in.max_verify_tokens,
+                                                                   in.n_snapshots));
     (void)cache;
     std::map<Use, Tally> d = diff(sb.tallies(), before);
     for (const auto& [use, t] : d) sb.add(use, -t.bytes, -t.count);
@@ -210,7 +211,9 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   int64_t fixed = scratch > 0 ? cuda_layout::alloc_bytes(scratch) : 0;
   for (const auto& [use, t] : loaded) fixed += t.bytes;
   for (const auto& [use, t] : step) fixed += t.bytes;
-  for (Use u : {Use::kGdnState, Use::kVerifyCheckpoints, Use::kOther}) fixed += bytes_of(cache1, u);
+  for (Use u : {Use::kGdnState, Use::kVerifyCheckpoints, Use::kPrefixSnapshots, Use::kOther}) {
+    fixed += bytes_of(cache1, u);
+  }
   fixed += mtp.weights + graphs + margin;
   const int64_t per_page = kv_per_page + mtp.kv_per_page;
 
@@ -277,6 +280,9 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   item("verify checkpoints fp32", bytes_of(cache1, Use::kVerifyCheckpoints),
        fmt::format("{} slots x {} positions (speculative k + 1): the GDN state after each verified token", in.n_slots,
                    in.max_verify_tokens));
+  item("prefix snapshots fp32", bytes_of(cache1, Use::kPrefixSnapshots),
+       fmt::format("{} rows x {}: the GDN state at cached prefix ends (prefix cache)", in.n_snapshots,
+                   format_bytes(in.n_snapshots > 0 ? bytes_of(cache1, Use::kPrefixSnapshots) / in.n_snapshots : 0)));
   item("other cache", bytes_of(cache1, Use::kOther), "");
   item("activations", bytes_of(step, Use::kActivations),
        fmt::format("the model's workspace for {} token rows per step", limits.max_tokens));

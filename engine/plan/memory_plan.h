@@ -34,6 +34,7 @@ struct PlanInputs {
   int32_t max_step_tokens = 256;   // the engine's max_tokens_per_step
   int32_t logits_rows = 0;         // lm_head rows per chunk; 0: the model's default
   int32_t max_verify_tokens = 0;   // speculative k + 1; 0: no speculation
+  int32_t n_snapshots = 0;         // prefix-cache GDN state snapshot rows (ModelOptions::n_prefix_snapshots)
   int32_t n_vocab_real = 0;        // 0: the whole vocabulary
   std::string lm_head;             // ModelOptions::lm_head
   kernels::KernelFamily family = kernels::KernelFamily::kSm80;

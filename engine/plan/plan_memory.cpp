@@ -1,4 +1,6 @@
 // plan_memory (voltserve/memory_plan.h): the plan `voltserve plan` prints, for a GPU of a given size, without one.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "plan/memory_plan.h"
@@ -17,6 +19,7 @@ PlanInputs plan_inputs(const ModelOptions& options, const ModelConfig& config, i
   in.max_step_tokens = max_step_tokens;
   in.logits_rows = logits_rows;
   in.max_verify_tokens = max_verify_tokens;
+  in.n_snapshots = std::max(0, options.n_prefix_snapshots);
   in.n_vocab_real = static_cast<int32_t>(config.vocab_size);
   if (options.n_vocab_real > 0 && options.n_vocab_real < in.n_vocab_real) in.n_vocab_real = options.n_vocab_real;
   in.lm_head = options.lm_head;

@@ -26,6 +26,7 @@ bool ends_with(std::string_view s, std::string_view tail) {
 Use use_of(std::string_view what) {
   if (ends_with(what, " K cache") || ends_with(what, " V cache")) return Use::kKvCache;
   if (ends_with(what, " checkpoints")) return Use::kVerifyCheckpoints;
+  if (ends_with(what, " snapshots")) return Use::kPrefixSnapshots;
   if (ends_with(what, " conv state") || ends_with(what, " recurrent state")) return Use::kGdnState;
   if (what == "workspace logits") return Use::kLogits;
   if (what.starts_with("workspace")) return Use::kActivations;
@@ -127,6 +128,10 @@ Status SizingBackend::end_step(StepResult&) {
 
 Status SizingBackend::gdn_commit(const GdnParams&, GdnStateLayer&, int32_t, int32_t) {
   return internal_error("sizing backend: it sizes a model and runs no step");
+}
+
+Status SizingBackend::copy_rows(const Tensor&, int64_t, Tensor&, int64_t, int64_t) {
+  return internal_error("sizing backend: it sizes a model and copies no memory");
 }
 
 }  // namespace voltserve::plan

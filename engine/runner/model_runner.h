@@ -28,6 +28,7 @@ struct CacheGeometry {
   int32_t n_slots = 0;     // recurrent-state slots (conv + delta-rule state), one per live sequence
   int32_t max_verify_tokens = 0;  // tokens a verify item may hold (0: no speculative verification)
   int32_t max_draft_tokens = 0;   // drafts the MTP head may propose per round (0: no MTP head, no speculation)
+  int32_t n_snapshots = 0;        // prefix-cache state snapshot rows (0: no prefix cache; engine/cache/prefix_cache.h)
 };
 
 // The runner's limits on one step (StepRequest); the engine plans within them.
@@ -92,6 +93,17 @@ class ModelRunner {
   // token count). The attention KV of the dropped positions is simply overwritten later; the caller sets the
   // sequence's n_past to the kept length.
   virtual Status commit(int32_t slot, int32_t n_keep) = 0;
+  // Prefix caching (CacheGeometry::n_snapshots > 0), between steps: the recurrent state of `slot` into snapshot row
+  // `snapshot` and back, and one KV page's contents into another. Runners without snapshots say so.
+  virtual Status save_state(int32_t /*slot*/, int32_t /*snapshot*/) {
+    return unimplemented("this model runner keeps no prefix-cache snapshots");
+  }
+  virtual Status load_state(int32_t /*snapshot*/, int32_t /*slot*/) {
+    return unimplemented("this model runner keeps no prefix-cache snapshots");
+  }
+  virtual Status copy_page(int32_t /*src_page*/, int32_t /*dst_page*/) {
+    return unimplemented("this model runner keeps no prefix-cache snapshots");
+  }
 };
 
 }  // namespace voltserve

@@ -57,6 +57,14 @@ class Planner {
   int32_t pages_needed(int32_t i, int32_t n_tokens) const {
     return std::max(0, pages_for_tokens(written(i, n_tokens), limits_.page_size) - seqs_[i].n_pages_held);
   }
+  int32_t freeable(int32_t i) const {
+    return seqs_[i].n_pages_freeable >= 0 ? seqs_[i].n_pages_freeable : seqs_[i].n_pages_held;
+  }
+  // A prefill chunk ends at the sequence's snapshot position when it would pass it.
+  int32_t stop_at(int32_t i, int32_t chunk) const {
+    const int32_t to_stop = seqs_[i].n_stop - seqs_[i].n_computed;
+    return to_stop > 0 ? std::min(chunk, to_stop) : chunk;
+  }
   // Pages a sequence needs in all to reach its target (and its lookahead).
   int32_t pages_to_target(int32_t i) const {
     return pages_for_tokens(seqs_[i].n_target + std::max(0, seqs_[i].n_lookahead), limits_.page_size);
@@ -76,7 +84,7 @@ class Planner {
     int32_t reachable = free_pages_;
     for (size_t i = 0; i < seqs_.size(); ++i) {
       if (live_admitted(static_cast<int32_t>(i)) && seqs_[i].arrival > seqs_[requester].arrival) {
-        reachable += seqs_[i].n_pages_held + new_pages_[i];
+        reachable += freeable(static_cast<int32_t>(i)) + new_pages_[i];
       }
     }
     if (reachable < need) return false;  // preempting everyone newer would not be enough: preempt no one
@@ -91,7 +99,7 @@ class Planner {
       if (victim < 0) return false;
       preempted_[victim] = true;
       plan_.preempted.push_back(victim);
-      free_pages_ += seqs_[victim].n_pages_held;
+      free_pages_ += freeable(victim);
       free_slots_ += 1;
       n_admitted_ -= 1;
       if (item_of_[victim] >= 0) {
@@ -121,7 +129,7 @@ class Planner {
   void schedule_admitted_prefills() {
     for (int32_t i : order_) {
       if (!live_admitted(i) || is_decode(i) || item_of_[i] >= 0) continue;
-      int32_t chunk = std::min({remaining(i), limits_.prefill_chunk, budget_});
+      int32_t chunk = stop_at(i, std::min({remaining(i), limits_.prefill_chunk, budget_}));
       if (chunk <= 0) break;
       int32_t need = pages_needed(i, chunk);
       if (need > free_pages_) {
@@ -151,9 +159,9 @@ class Planner {
     for (int32_t i : order_) {
       if (seqs_[i].admitted) continue;
       if (n_admitted_ >= limits_.max_running || free_slots_ <= 0) break;
-      const int32_t chunk = std::min({seqs_[i].n_target, limits_.prefill_chunk, budget_});
+      const int32_t chunk = stop_at(i, std::min({remaining(i), limits_.prefill_chunk, budget_}));
       if (chunk <= 0) break;
-      const int32_t whole = pages_to_target(i);
+      const int32_t whole = pages_to_target(i) - seqs_[i].n_pages_held;
       if (whole > free_pages_ - reserved) break;  // FCFS: nobody overtakes the oldest waiting sequence
       const int32_t need = pages_needed(i, chunk);
       reserved += whole - need;

@@ -23,6 +23,12 @@ struct SchedSeq {
   // item that the step writes (the MTP draft chain's KV) when it reaches n_target: counted in its pages.
   int32_t n_draft = 0;
   int32_t n_lookahead = 0;
+  // Prefix caching. A waiting sequence with a cache hit arrives with n_computed = the hit's length and
+  // n_pages_held = the hit's full pages (it adopts them on admission). n_pages_freeable: pages a preemption would
+  // give back to the pool (pages shared with the cache or other sequences are not; -1: all n_pages_held).
+  // n_stop: a prefill chunk stops at this position (a snapshot is taken there; 0: none).
+  int32_t n_pages_freeable = -1;
+  int32_t n_stop = 0;
 };
 
 struct SchedulerLimits {

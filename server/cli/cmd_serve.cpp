@@ -106,6 +106,7 @@ void run_serve(http::ServeSettings s) {
   model_options.lm_head = s.lm_head;
   model_options.n_slots = s.max_running;
   model_options.n_vocab_real = tokenizer->vocab_size();
+  model_options.n_prefix_snapshots = s.prefix_cache_snapshots;
   EngineConfig engine_config;
   engine_config.max_running = s.max_running;
   engine_config.max_waiting = s.max_waiting;
@@ -113,6 +114,7 @@ void run_serve(http::ServeSettings s) {
   engine_config.prefill_chunk = s.prefill_chunk;
   engine_config.max_speculative_k = s.max_speculative_k;
   engine_config.speculative_k = std::min(s.speculative_k, s.max_speculative_k);
+  engine_config.prefix_snapshot_interval = s.prefix_snapshot_interval;
   Result<std::unique_ptr<Engine>> engine = Engine::load(model_options, engine_config);
   if (!engine.is_ok()) {
     stop_http();
@@ -229,6 +231,14 @@ void register_serve_command(CLI::App& app) {
   auto* o_max_spec = cmd->add_option("--max-speculative-k", s.max_speculative_k,
                                      "Most drafts per round any request may use (default 8; 0: no speculation)")
                          ->check(CLI::Range(0, 31));
+  auto* o_prefix = cmd->add_option("--prefix-cache-snapshots", s.prefix_cache_snapshots,
+                                   "Prefix cache: GDN state snapshots kept (0 = off, the default for now; each holds "
+                                   "one sequence's recurrent state, in the memory plan)")
+                       ->check(CLI::Range(0, 1 << 16));
+  auto* o_prefix_interval = cmd->add_option("--prefix-snapshot-interval", s.prefix_snapshot_interval,
+                                            "Prefix cache: snapshot a long prefill every N tokens (default 512; 0 = "
+                                            "only at prompt and request ends)")
+                                ->check(CLI::Range(0, 1 << 24));
   auto* o_header_timeout = cmd->add_option("--header-timeout", s.http.header_timeout_s,
                                            "Seconds for a client to send a whole request header (default 10; then 408)")
                                ->check(CLI::PositiveNumber);
@@ -257,7 +267,8 @@ void register_serve_command(CLI::App& app) {
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
                   o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_pages, o_head,
                   o_max_n, o_http_threads, o_header_timeout, o_body_timeout, o_idle_timeout, o_write_timeout, o_max_conn,
-                  o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec] {
+                  o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec, o_prefix,
+                  o_prefix_interval] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -288,6 +299,8 @@ void register_serve_command(CLI::App& app) {
     if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
     if (o_spec->count()) http::parse_speculative_k(*spec_k, merged.speculative_k);
     if (o_max_spec->count()) merged.max_speculative_k = f.max_speculative_k;
+    if (o_prefix->count()) merged.prefix_cache_snapshots = f.prefix_cache_snapshots;
+    if (o_prefix_interval->count()) merged.prefix_snapshot_interval = f.prefix_snapshot_interval;
     if (o_header_timeout->count()) merged.http.header_timeout_s = f.http.header_timeout_s;
     if (o_body_timeout->count()) merged.http.body_timeout_s = f.http.body_timeout_s;
     if (o_idle_timeout->count()) merged.http.keep_alive_timeout_s = f.http.keep_alive_timeout_s;

@@ -134,6 +134,26 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_structured_output_mask_wait_seconds_total",
           "Time the step waited for masks after its forward (the part the forward did not hide).",
           static_cast<double>(stats->mask_wait_us_total) * 1e-6);
+    // Prefix caching (vLLM's prefix_cache_queries / prefix_cache_hits count tokens; these count both): always
+    // present, 0 while the cache is off, so dashboards need not special-case it.
+    {
+      auto counter = [&](const char* name, const char* help, uint64_t value) {
+        out += fmt::format("# HELP {} {}\n# TYPE {} counter\n{}{{{}}} {}\n", name, help, name, name, label, value);
+      };
+      counter("voltserve_prefix_cache_queries_total", "Admissions that looked up the prefix cache.",
+              stats->n_prefix_cache_queries_total);
+      counter("voltserve_prefix_cache_hits_total", "Admissions that found a cached prefix.",
+              stats->n_prefix_cache_hits_total);
+      counter("voltserve_prefix_cache_hit_tokens_total", "Prompt tokens not prefilled because they were cached.",
+              stats->n_tokens_prefix_cached_total);
+      counter("voltserve_prefix_cache_evictions_total", "Cached prefixes evicted (LRU).",
+              stats->n_prefix_cache_evictions_total);
+      gauge("voltserve_prefix_cache_entries", "Cached prefixes.", stats->prefix_cache_entries);
+      gauge("voltserve_prefix_cache_snapshots_used", "GDN state snapshot rows in use.", stats->prefix_snapshots_used);
+      gauge("voltserve_prefix_cache_snapshots_total", "GDN state snapshot rows.", stats->prefix_snapshots_total);
+      gauge("voltserve_prefix_cache_pages", "KV pages the prefix cache holds (free for requests when needed).",
+            stats->prefix_cache_pages);
+    }
     // Speculative decoding (vLLM's spec_decode names): drafts proposed and accepted, in all and per draft position
     // (position 1 is the first draft of a round).
     if (stats->max_speculative_k > 0) {

@@ -116,6 +116,8 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
       }
     }
     else if (k == "max_speculative_k") st = int32(s.max_speculative_k, 0, 31);
+    else if (k == "prefix_cache_snapshots") st = int32(s.prefix_cache_snapshots, 0, 1 << 16);
+    else if (k == "prefix_snapshot_interval") st = int32(s.prefix_snapshot_interval, 0, 1 << 24);
     else if (k == "host") st = str(s.http.host);
     else if (k == "port") { st = int32(port, 0, 65535); s.http.port = port; }
     else if (k == "api_keys") st = strings(s.http.api_keys);

@@ -31,6 +31,10 @@ struct ServeSettings {
   // MTP head and the backend verifies drafts.
   int32_t speculative_k = -1;
   int32_t max_speculative_k = 8;
+  // Prefix caching (engine/cache/prefix_cache.h): GDN state snapshot rows (0: off; each holds one sequence's state)
+  // and the prefill tokens between snapshots.
+  int32_t prefix_cache_snapshots = 0;
+  int32_t prefix_snapshot_interval = 512;
   ServeOptions http;
 };
 

@@ -3,10 +3,12 @@
 // the CPU's top-2 margin exceeds that tolerance, chunked prefill + decode within tolerance of one pass, several
 // sequences in one step equal to each alone (bitwise for decode steps: the M <= 16 linear path is batch invariant),
 // a verify item + partial commit equal to decoding the kept tokens, a seeded sampled request independent of its
-// batch, decode steps replayed from CUDA graphs bitwise equal to eager launches. Skips itself without a CUDA device (scripts/gpu-check.sh runs it on a GPU machine).
+// batch, decode steps replayed from CUDA graphs bitwise equal to eager launches, the prefix cache's device copies
+// exact and its greedy output equal to the cache-off engine's. Skips itself without a CUDA device (scripts/gpu-check.sh runs it on a GPU machine).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 #include <catch2/generators/catch_generators_range.hpp>
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
@@ -643,6 +645,99 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
       CHECK(pen_spec.tokens == pen_plain.tokens);
     }
   }
+}
+
+TEST_CASE("CUDA: prefix-cache state snapshots and KV page copies are exact device copies", "[gpu]") {
+  int cc = 0;
+  if (!have_gpu(&cc)) SKIP("no CUDA device");
+  auto made = make_cuda_backend({});
+  REQUIRE(made.is_ok());
+  Backend& be = **made;
+  std::vector<float> conv(3 * 5), rec(3 * 7), kv(8 * 3);
+  for (size_t i = 0; i < conv.size(); ++i) conv[i] = 0.25f * static_cast<float>(i) - 1.0f;
+  for (size_t i = 0; i < rec.size(); ++i) rec[i] = 1.0f / static_cast<float>(i + 1);
+  for (size_t i = 0; i < kv.size(); ++i) kv[i] = static_cast<float>(i);
+  GdnStateLayer g;
+  g.conv = be.upload(conv, 3, 5, "conv state").value();
+  g.recurrent = be.upload(rec, 3, 7, "recurrent state").value();
+  g.conv_snap = be.alloc(2, 5, DType::kF32, "conv snapshots").value();
+  g.recurrent_snap = be.alloc(2, 7, DType::kF32, "recurrent snapshots").value();
+  REQUIRE(be.save_state(g, 1, 1).is_ok());
+  REQUIRE(be.load_state(g, 1, 2).is_ok());  // slot 1's state into slot 2
+  std::vector<float> conv_out(conv.size()), rec_out(rec.size());
+  REQUIRE(cudaMemcpy(conv_out.data(), g.conv.data, conv.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(cudaMemcpy(rec_out.data(), g.recurrent.data, rec.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int c = 0; c < 5; ++c) CHECK(conv_out[2 * 5 + c] == conv[1 * 5 + c]);
+  for (int c = 0; c < 7; ++c) CHECK(rec_out[2 * 7 + c] == rec[1 * 7 + c]);
+  CHECK(conv_out[0] == conv[0]);  // untouched rows stay
+  CHECK(be.save_state(g, 3, 0).code() == StatusCode::kInternal);
+  KvCacheLayer layer;  // 4 pages of 2 positions, 3 wide
+  layer.k = be.upload(kv, 8, 3, "K cache").value();
+  layer.v = be.upload(kv, 8, 3, "V cache").value();
+  REQUIRE(be.copy_kv_page(layer, 2, 1, 3).is_ok());
+  std::vector<float> k_out(kv.size());
+  REQUIRE(cudaMemcpy(k_out.data(), layer.k.data, kv.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < 6; ++i) CHECK(k_out[18 + static_cast<size_t>(i)] == kv[6 + static_cast<size_t>(i)]);
+}
+
+TEST_CASE("CUDA: greedy output with the prefix cache equals output without it (a chat's second turn)", "[gpu]") {
+  int cc = 0;
+  if (!have_gpu(&cc)) SKIP("no CUDA device");
+  auto load = [&](int32_t n_snapshots) {
+    ModelOptions mo;
+    mo.model_dir = fixture_dir("tiny-untied-sharded").string();
+    mo.backend = "cuda";
+    mo.max_context = 256;
+    mo.n_prefix_snapshots = n_snapshots;
+    EngineConfig ec;
+    ec.max_running = 4;
+    ec.max_tokens_per_step = 64;
+    ec.prefill_chunk = 32;
+    ec.max_speculative_k = 0;
+    ec.prefix_snapshot_interval = 32;
+    auto engine = Engine::load(mo, ec);
+    REQUIRE(engine.is_ok());
+    return std::move(engine).value();
+  };
+  auto cached = load(8);
+  auto plain = load(0);
+  auto run = [](Engine& engine, std::vector<int32_t> prompt) {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<int32_t> tokens;
+    bool done = false;
+    Request r;
+    r.prompt_ids = std::move(prompt);
+    r.max_new_tokens = 24;
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+    REQUIRE(engine.submit(r, [&](Event ev) {
+                    std::lock_guard lk(mu);
+                    tokens.insert(tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
+                    if (ev.finished) {
+                      done = true;
+                      cv.notify_all();
+                    }
+                  }).is_ok());
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return done; });
+    return tokens;
+  };
+  for (const RefPrompt& p : prompts("tiny-untied-sharded")) {
+    const std::vector<int32_t> reply = run(*plain, p.ids);
+    CHECK(run(*cached, p.ids) == reply);
+    std::vector<int32_t> turn2 = p.ids;
+    turn2.insert(turn2.end(), reply.begin(), reply.end());
+    for (int32_t i = 0; i < 20; ++i) turn2.push_back((p.ids[static_cast<size_t>(i) % p.ids.size()] + 7 * i) % 384);
+    const std::vector<int32_t> want = run(*plain, turn2);
+    const std::vector<int32_t> got = run(*cached, turn2);
+    std::printf("cuda prefix cache: prompt %zu + reply %zu: %s\n", p.ids.size(), reply.size(),
+                got == want ? "same as without the cache" : "DIFFERENT");
+    CHECK(got == want);
+  }
+  const EngineStats s = cached->stats();
+  CHECK(s.n_prefix_cache_hits_total >= prompts("tiny-untied-sharded").size());
+  CHECK(s.kv_pages_free == s.kv_pages_total);
 }
 
 }  // namespace voltserve

@@ -120,6 +120,19 @@ TEST_CASE("27B caches: 64 KiB of fp16 KV per token, 149.6 MiB of GDN state per s
   CHECK(m.at("MTP head (estimate)") == mtp);
 }
 
+TEST_CASE("27B prefix snapshots: one GDN state (149.6 MiB) per snapshot row, counted before the KV pool", "[unit]") {
+  MemoryPlanRequest r = request("qwen3.5-27b-nvfp4", 80 * kGiB, 32768, 4);
+  const MemoryPlan without = plan(r);
+  CHECK(items(without).count("prefix snapshots fp32") == 0);
+  r.model.n_prefix_snapshots = 8;
+  const MemoryPlan p = plan(r);
+  const int64_t state = kGdn * (kConv * 3 + 48 * 128 * 128) * 4;
+  CHECK(items(p).at("prefix snapshots fp32") == 8 * state);
+  // The KV pool takes what is left: on 80 GB every sequence still fits at full context, so the pool is unchanged
+  // and the total grows by the snapshots.
+  CHECK(p.total_bytes - without.total_bytes == 8 * state);
+}
+
 TEST_CASE("the plan adds up, and a fitting plan stays within the GPU's memory less the CUDA context", "[unit]") {
   for (const std::string cfg : {"qwen3.5-27b-nvfp4", "qwen3.8-27b-mixed"}) {
     for (const int64_t gpu : {32 * kGiB, 24 * kGiB}) {

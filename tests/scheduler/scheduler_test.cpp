@@ -1,5 +1,6 @@
 // plan_step(): decodes before prefill, chunking within the token budget, FCFS admission by slots and pages,
-// preempt-by-recompute of the newest sequences, need_logits.
+// preempt-by-recompute of the newest sequences, need_logits, and the prefix cache's snapshot stops, hits and
+// shared pages.
 #include <algorithm>
 #include <vector>
 
@@ -277,4 +278,47 @@ TEST_CASE("admission reserves the lookahead of a speculating sequence", "[unit]"
   const StepPlan fits = plan_step(seqs, limits(16, 16), 3, 4);
   REQUIRE(fits.items.size() == 1);
   CHECK(fits.items[0].n_new_pages == 3);
+}
+
+TEST_CASE("prefix caching: chunks stop at the snapshot position, a waiting hit prefills only the rest", "[unit]") {
+  // Admitted and prefilling at 8 of 40 with a snapshot at 13: this step computes 5 tokens, not the chunk of 16.
+  SchedSeq pre{1, true, 8, 40, 2};
+  pre.n_stop = 13;
+  // Waiting with a cache hit of 22 tokens (5 full pages of 4 adopted on admission), 30 in all, a snapshot at 29.
+  SchedSeq hit{2, false, 22, 30, 5};
+  hit.n_stop = 29;
+  std::vector<SchedSeq> seqs = {pre, hit};
+  const StepPlan plan = plan_step(seqs, limits(64, 16), 100, 4);
+  const StepItem* a = find(plan, 0);
+  const StepItem* b = find(plan, 1);
+  REQUIRE(a != nullptr);
+  REQUIRE(b != nullptr);
+  CHECK(a->n_tokens == 5);
+  CHECK_FALSE(a->need_logits);
+  CHECK(b->admit);
+  CHECK(b->n_tokens == 7);  // 22 -> 29, not the 8 that reach the target
+  CHECK(b->n_new_pages == pages_for_tokens(29, 4) - 5);  // the partial page of the hit and the new ones
+  // Without a stop the hit reaches its target in one chunk and samples.
+  seqs[1].n_stop = 0;
+  const StepPlan whole = plan_step(seqs, limits(64, 16), 100, 4);
+  REQUIRE(find(whole, 1) != nullptr);
+  CHECK(find(whole, 1)->n_tokens == 8);
+  CHECK(find(whole, 1)->need_logits);
+}
+
+TEST_CASE("prefix caching: preemption counts only the pages it would free", "[unit]") {
+  // 0 (oldest) needs a new page; 1 holds 6 pages, but 5 of them are shared with the cache or another sequence:
+  // preempting it frees 1, so 0 can be served only when that is enough.
+  SchedSeq old_seq = decoding(1, 8);  // 8 tokens in 2 pages: position 8 needs a third
+  SchedSeq shared{2, true, 23, 24, 6};
+  shared.n_pages_freeable = 1;
+  std::vector<SchedSeq> seqs = {old_seq, shared};
+  StepPlan plan = plan_step(seqs, limits(64, 16), 0, 4);
+  CHECK(plan.preempted == std::vector<int32_t>{1});
+  REQUIRE(find(plan, 0) != nullptr);
+  // With nothing it could free, nobody is preempted and the old sequence waits.
+  seqs[1].n_pages_freeable = 0;
+  plan = plan_step(seqs, limits(64, 16), 0, 4);
+  CHECK(plan.preempted.empty());
+  CHECK(find(plan, 0) == nullptr);
 }

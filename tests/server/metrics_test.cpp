@@ -36,6 +36,22 @@ TEST_CASE("metrics render in the Prometheus text format", "[unit]") {
   CHECK(text.find("# TYPE voltserve_time_to_first_token_seconds histogram") != std::string::npos);
 }
 
+TEST_CASE("prefix cache counters render: queries, hits and hit tokens", "[unit]") {
+  ServerMetrics m;
+  EngineStats s;
+  s.prefix_cache_enabled = true;
+  s.n_prefix_cache_queries_total = 7;
+  s.n_prefix_cache_hits_total = 3;
+  s.n_tokens_prefix_cached_total = 1234;
+  s.prefix_snapshots_used = 2;
+  const std::string text = m.render(&s, "tiny");
+  CHECK(text.find("# TYPE voltserve_prefix_cache_hits_total counter\nvoltserve_prefix_cache_hits_total{model_name=\"tiny\"} 3\n") !=
+        std::string::npos);
+  CHECK(text.find("voltserve_prefix_cache_queries_total{model_name=\"tiny\"} 7\n") != std::string::npos);
+  CHECK(text.find("voltserve_prefix_cache_hit_tokens_total{model_name=\"tiny\"} 1234\n") != std::string::npos);
+  CHECK(text.find("voltserve_prefix_cache_snapshots_used{model_name=\"tiny\"} 2\n") != std::string::npos);
+}
+
 TEST_CASE("speculative decoding counters render per draft position", "[unit]") {
   ServerMetrics m;
   EngineStats s;

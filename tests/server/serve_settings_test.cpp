@@ -90,6 +90,17 @@ TEST_CASE("the default model is the bundled fixture", "[unit]") {
   CHECK(std::filesystem::exists(default_model_dir() / "config.json"));
 }
 
+TEST_CASE("the prefix cache settings come from the config file, range-checked", "[unit]") {
+  ServeSettings s;
+  CHECK(s.prefix_cache_snapshots == 0);
+  REQUIRE(apply_config_file(write("vs_cfg_prefix.json", R"({"prefix_cache_snapshots": 12, "prefix_snapshot_interval": 256})"), s).is_ok());
+  CHECK(s.prefix_cache_snapshots == 12);
+  CHECK(s.prefix_snapshot_interval == 256);
+  const Status bad = apply_config_file(write("vs_cfg_prefix_bad.json", R"({"prefix_cache_snapshots": -1})"), s);
+  CHECK_FALSE(bad.is_ok());
+  CHECK(bad.message().find("prefix_cache_snapshots") != std::string::npos);
+}
+
 TEST_CASE("speculative_k and max_speculative_k come from the config file", "[unit]") {
   ServeSettings s;
   CHECK(s.speculative_k == -1);  // auto

@@ -92,6 +92,9 @@ class RecordingBackend final : public Backend {
   Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) override {
     return inner_->gdn_commit(p, state, slot, index);
   }
+  Status copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) override {
+    return inner_->copy_rows(src, src_row, dst, dst_row, n_rows);
+  }
   void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) override {
     record("lm_head_outputs", {hidden, logits_ws});
     inner_->lm_head_outputs(head, hidden, logits_ws);

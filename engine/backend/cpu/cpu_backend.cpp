@@ -337,6 +337,17 @@ Status CpuBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t 
   return Status::ok();
 }
 
+Status CpuBackend::copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) {
+  const size_t elem = dtype_bytes(src.dtype);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    // memmove: a page copied onto itself (or overlapping rows) stays well defined.
+    std::memmove(static_cast<char*>(dst.data) + static_cast<size_t>((dst_row + r) * dst.stride) * elem,
+                 static_cast<const char*>(src.data) + static_cast<size_t>((src_row + r) * src.stride) * elem,
+                 static_cast<size_t>(src.cols) * elem);
+  }
+  return Status::ok();
+}
+
 void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) {
   if (batch_ == nullptr || !check_f32(hidden, "lm_head_outputs", "hidden") ||
       !check_f32(logits_ws, "lm_head_outputs", "logits")) {

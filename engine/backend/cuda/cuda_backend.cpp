@@ -238,6 +238,7 @@ class CudaBackend final : public Backend {
   void gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z, const Tensor& b,
                  const Tensor& a, GdnStateLayer& state, Tensor& out) override;
   Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) override;
+  Status copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) override;
   void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) override;
 
  private:
@@ -970,6 +971,21 @@ Status CudaBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t
   if (!s.ok()) return kernel_status(s, "gdn_commit");
   // The host value `c` must outlive the copy.
   VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  return Status::ok();
+}
+
+Status CudaBackend::copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) {
+  // Between steps only: a copy inside a step would not be part of its captured graph.
+  if (in_step_) return internal_error("cuda backend: copy_rows inside a step");
+  if (n_rows <= 0) return Status::ok();
+  const size_t elem = dtype_bytes(src.dtype);
+  // Device to device on the backend's stream: ordered after the step that wrote the source and before the next
+  // step that reads the destination, without a host round trip.
+  VS_CUDA_RETURN(cudaMemcpy2DAsync(static_cast<char*>(dst.data) + static_cast<size_t>(dst_row * dst.stride) * elem,
+                                   static_cast<size_t>(dst.stride) * elem,
+                                   static_cast<const char*>(src.data) + static_cast<size_t>(src_row * src.stride) * elem,
+                                   static_cast<size_t>(src.stride) * elem, static_cast<size_t>(src.cols) * elem,
+                                   static_cast<size_t>(n_rows), cudaMemcpyDeviceToDevice, stream_));
   return Status::ok();
 }
 

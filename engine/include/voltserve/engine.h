@@ -26,6 +26,11 @@ struct EngineConfig {
   // verify checkpoints for it. Without an MTP head (or on a backend that cannot verify) speculation is off.
   int32_t speculative_k = 0;
   int32_t max_speculative_k = 8;
+  // Prefix caching (engine/cache/prefix_cache.h): on when the runner keeps state snapshots
+  // (ModelOptions::n_prefix_snapshots > 0). prefix_snapshot_interval: a long prefill also snapshots every this many
+  // tokens (0: only at prompt ends and request ends).
+  bool prefix_cache = true;
+  int32_t prefix_snapshot_interval = 512;
 };
 
 inline constexpr int32_t kMaxSpeculativeK = 31;  // the largest max_speculative_k (verify items of 32 tokens)
@@ -52,6 +57,17 @@ struct EngineStats {
   uint64_t n_tokens_accepted_total = 0;
   std::vector<uint64_t> drafted_per_position_total;
   std::vector<uint64_t> accepted_per_position_total;
+  // Prefix caching: admissions that looked up the cache, those that hit, the prompt tokens the hits skipped, and the
+  // cache's current size (entries, snapshot rows used of total, KV pages it holds).
+  bool prefix_cache_enabled = false;
+  uint64_t n_prefix_cache_queries_total = 0;
+  uint64_t n_prefix_cache_hits_total = 0;
+  uint64_t n_tokens_prefix_cached_total = 0;
+  uint64_t n_prefix_cache_evictions_total = 0;
+  int32_t prefix_cache_entries = 0;
+  int32_t prefix_snapshots_used = 0;
+  int32_t prefix_snapshots_total = 0;
+  int32_t prefix_cache_pages = 0;
   bool healthy = true;
   bool draining = false;
 };

@@ -31,6 +31,9 @@ struct ModelOptions {
   int32_t page_size = 16;        // tokens per KV page
   int32_t n_slots = 0;           // sequences live at once; 0: the engine's max_running
   int32_t n_pages = 0;           // KV pages shared by all sequences; 0: enough for n_slots full contexts
+  // Prefix caching: GDN state snapshot rows kept beside the state slots (engine/cache/prefix_cache.h; the memory
+  // plan's line "prefix snapshots"); 0: no prefix cache.
+  int32_t n_prefix_snapshots = 0;
   // Instead of model_dir: a config.json of the real shapes (config/models/*.json) whose quantization_config decides
   // each layer's format, with seeded synthetic weights (benchmarks; no checkpoint on disk).
   std::string synthetic_config;

@@ -60,6 +60,9 @@ struct Event {
   int32_t n_tokens_prompt = 0;                    // filled on the final event
   int32_t n_tokens_generated = 0;                 // filled on the final event
   int64_t ttft_us = 0;                            // submit -> first token, filled on the final event
+  // Prompt tokens the prefix cache served at the request's first admission (OpenAI usage
+  // prompt_tokens_details.cached_tokens), on the final event.
+  int32_t n_tokens_cached = 0;
   // Speculative decoding, on the final event: drafts proposed and accepted, and per draft position j (0-based)
   // how many rounds drafted that position and how many accepted it (empty when the request did not speculate).
   int32_t n_tokens_drafted = 0;
