@@ -110,6 +110,8 @@ class PinnedBuffer {
 };
 
 // Per-op device time (CudaBackendOptions::op_timing): an event pair around each op, read after the step's sync.
+// Steps of at most kMaxGraphTokens tokens (decode-sized) and larger ones (prefill chunks) are totalled apart, so
+// that a decode breakdown carries no share of the prompt.
 class OpTimer {
  public:
   ~OpTimer() {
@@ -139,38 +141,47 @@ class OpTimer {
     cudaEventRecord(events_[used_].first, stream);
     return {this, used_++, stream};
   }
-  // After the stream synchronised: adds this step's times to the totals.
-  void collect() {
+  // After the stream synchronised: adds this step's times to the totals of its kind.
+  void collect(int64_t n_tokens) {
+    Kind& kind = n_tokens <= kMaxGraphTokens ? decode_ : prefill_;
     for (size_t i = 0; i < used_; ++i) {
       float ms = 0.0f;
       if (cudaEventElapsedTime(&ms, events_[i].first, events_[i].second) == cudaSuccess) {
-        auto& t = totals_[names_[i]];
+        auto& t = kind.totals[names_[i]];
         t.first += ms;
         t.second += 1;
       }
     }
     used_ = 0;
-    ++n_steps_;
+    ++kind.n_steps;
   }
   void log(spdlog::logger& log) const {
-    if (n_steps_ == 0) return;
-    double total = 0.0;
-    for (const auto& [name, t] : totals_) total += t.first;
-    log.info("cuda: per-op device time over {} steps ({:.3f} ms per step in ops):", n_steps_, total / n_steps_);
-    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(totals_.begin(), totals_.end());
-    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
-    for (const auto& [name, t] : rows) {
-      log.info("cuda:   {:<20} {:9.3f} ms/step {:6.1f}%  {:6.1f} launches/step", name, t.first / n_steps_,
-               total > 0 ? 100.0 * t.first / total : 0.0, static_cast<double>(t.second) / n_steps_);
-    }
+    log_kind(log, decode_, "decode-sized steps (<= " + std::to_string(kMaxGraphTokens) + " tokens)");
+    log_kind(log, prefill_, "larger steps (prefill)");
   }
 
  private:
+  struct Kind {
+    std::map<std::string, std::pair<double, int64_t>> totals;
+    int64_t n_steps = 0;
+  };
+  static void log_kind(spdlog::logger& log, const Kind& k, const std::string& what) {
+    if (k.n_steps == 0) return;
+    double total = 0.0;
+    for (const auto& [name, t] : k.totals) total += t.first;
+    log.info("cuda: per-op device time over {} {} ({:.3f} ms per step in ops):", k.n_steps, what, total / k.n_steps);
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> rows(k.totals.begin(), k.totals.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    for (const auto& [name, t] : rows) {
+      log.info("cuda:   {:<20} {:9.3f} ms/step {:6.1f}%  {:6.1f} launches/step", name, t.first / k.n_steps,
+               total > 0 ? 100.0 * t.first / total : 0.0, static_cast<double>(t.second) / k.n_steps);
+    }
+  }
+
   std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events_;
   std::vector<std::string> names_;
   size_t used_ = 0;
-  std::map<std::string, std::pair<double, int64_t>> totals_;
-  int64_t n_steps_ = 0;
+  Kind decode_, prefill_;
 };
 
 // "model.language_model.layers.3.mlp.gate_proj + model.language_model.layers.3.mlp.up_proj" -> "linear
@@ -697,7 +708,7 @@ Status CudaBackend::end_step(StepResult& result) {
   }
   const cudaError_t sync = cudaStreamSynchronize(stream_);
   const cudaError_t last = cudaGetLastError();
-  if (options_.op_timing) timer_.collect();
+  if (options_.op_timing) timer_.collect(batch_ != nullptr ? batch_->n_tokens() : 0);
   in_step_ = false;
   Status s = std::move(step_status_);
   step_status_ = Status::ok();
