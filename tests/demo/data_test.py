@@ -108,8 +108,12 @@ def test_split_disjoint():
     for name, p in pools.pools.items():
         if name == "job":
             continue
-        check(len(p["heldout"]) > 20 and len(p["train"]) > 5 * len(p["heldout"]),
-              f"pool {name}: {len(p['train'])} train / {len(p['heldout'])} held-out values")
+        if name.startswith("real_"):  # the short lists of real-style names: both splits hold some
+            check(len(p["heldout"]) >= 5 and len(p["train"]) > 3 * len(p["heldout"]),
+                  f"pool {name}: {len(p['train'])} train / {len(p['heldout'])} held-out values")
+        else:
+            check(len(p["heldout"]) > 20 and len(p["train"]) > 5 * len(p["heldout"]),
+                  f"pool {name}: {len(p['train'])} train / {len(p['heldout'])} held-out values")
         check(not set(p["train"]) & set(p["heldout"]), f"pool {name}: a value in both splits")
     rng = random.Random(9)
     train_cities = {pools.pick(rng, "city", "train") for _ in range(3000)}
@@ -120,6 +124,32 @@ def test_split_disjoint():
     train_names = {pools.person_name(rng, "train") for _ in range(3000)}
     people = [tasks.generate(rng, "heldout", pools, "person", eval_form=True) for _ in range(200)]
     check(not [p for p in people if p.expect["value"]["name"] in train_names], "held-out names seen in training")
+
+
+def test_tool_variants():
+    """A varied tool offer stays self-consistent: every call names an offered tool and only its parameters, with
+    every required one."""
+    pools, rng = pl.Pools(), random.Random(11)
+    varied = 0
+    for _ in range(600):
+        s = tasks.generate(rng, "train", pools, rng.choice(["weather", "tool", "tool_answer", "weather_answer",
+                                                             "no_tool"]))
+        offered = {t["function"]["name"]: t["function"]["parameters"] for t in s.tools or []}
+        varied += any(n not in tasks.TOOLS for n in offered)
+        for m in s.messages:
+            for c in m.get("tool_calls") or []:
+                fn = c["function"]
+                params = offered.get(fn["name"])
+                if not check(params is not None, f"{s.family}: call {fn['name']} not offered ({list(offered)})"):
+                    continue
+                check(set(fn["arguments"]) <= set(params["properties"]) and set(params["required"]) <= set(fn["arguments"]),
+                      f"{s.family}: arguments {fn['arguments']} against {params}")
+        if s.family == "no_tool" and "weather" in s.messages[-2]["content"]:
+            check(not any("weather" in n.lower() for n in offered), f"no_tool offers a weather tool: {list(offered)}")
+    check(varied > 150, f"only {varied} of 600 tool samples offered a variant")
+    for _ in range(50):
+        s = tasks.generate(rng, "heldout", pools, "weather", eval_form=True)
+        check([t["function"]["name"] for t in s.tools] == ["get_weather"], "the evaluation offers the canonical tool")
 
 
 def test_mix():
@@ -262,6 +292,7 @@ def main():
     test_values()
     test_split_disjoint()
     test_mix()
+    test_tool_variants()
     test_evaluate_scoring()
     for b in (binary, parse_binary):
         check(os.path.exists(b), f"missing binary {b} (build the voltserve and demo_parse_check targets)")

@@ -28,6 +28,26 @@ REAL_CITIES = [
     "Hanoi", "Singapore", "Dubai", "Doha", "Tehran", "Karachi", "Dhaka", "Casablanca", "Tunis", "Accra",
     "New York", "Los Angeles", "San Francisco", "Portland", "Phoenix", "Dallas", "Houston", "Atlanta",
 ]
+# Names as people write them, next to the syllable-built ones: the model copies names it has never seen, whatever
+# their spelling (each lands in one split by hash, as every value does).
+REAL_FIRST = [
+    "Mara", "John", "Aisha", "Wei", "Olga", "Pedro", "Fatima", "Hiroshi", "Ingrid", "Kwame", "Lucia", "Rajesh",
+    "Sofia", "Tomasz", "Yuki", "Amara", "Bjorn", "Chen", "Dmitri", "Elena", "Farid", "Greta", "Hassan", "Isabel",
+    "Jamal", "Katarzyna", "Liam", "Mei", "Nikolai", "Oluwaseun", "Priya", "Quentin", "Rosa", "Santiago", "Tariq",
+    "Ursula", "Valentina", "Wojciech", "Xavier", "Yara", "Zoltan", "Anne-Marie", "Jean-Luc", "Maximilian", "Chloe",
+    "Noah", "Emma", "Mateo", "Zainab", "Kenji", "Ana", "Luis", "Grace", "Ahmed", "Leila", "Oscar", "Freya", "Ravi",
+    "Siobhan", "Thandiwe", "Giulia", "Henrik", "Aleksandra", "Diego", "Nadia", "Samuel", "Beatriz", "Tobias", "Ines",
+    "Kofi", "Mariam", "Arjun", "Camille", "Erik", "Lotte", "Marco", "Nour", "Pavel", "Sakura", "Viktor", "Zara",
+]
+REAL_LAST = [
+    "Quillon", "Smith", "Okafor", "Zhang", "Petrova", "Garcia", "Rahman", "Tanaka", "Lindqvist", "Mensah", "Rossi",
+    "Patel", "Novak", "Kowalski", "Sato", "Nwosu", "Andersen", "Wang", "Ivanov", "Fernandez", "Haddad", "Schmidt",
+    "Ali", "Moreau", "O'Brien", "McAllister", "van der Berg", "de la Cruz", "Nakamura", "Kim", "Nguyen", "Silva",
+    "Kaur", "Dubois", "Eriksson", "Horvath", "Jensen", "Kuznetsov", "Lopez", "Muller", "Nielsen", "Ortiz", "Popescu",
+    "Quispe", "Reyes", "Sorensen", "Takahashi", "Usman", "Varga", "Wojcik", "Yilmaz", "Zielinski", "Abbott",
+    "Brennan", "Castillo", "Delacroix", "Esposito", "Fitzgerald", "Gonzaga", "Hoffmann", "Iyer", "Jovanovic",
+    "Kowalczyk", "Larsen", "Mbeki", "Nakashima", "Oyelaran", "Pereira", "Richter", "Stavros", "Thompson", "Ulrich",
+]
 _ADJECTIVES = ["red", "blue", "green", "black", "white", "silver", "golden", "small", "large", "wireless",
                "wooden", "steel", "ceramic", "leather", "cotton", "glass", "portable", "folding", "electric",
                "vintage", "compact", "heavy", "light", "waterproof", "smart", "classic", "round", "square",
@@ -80,14 +100,16 @@ class Pools:
         rng = random.Random(seed)
         first = _unique(rng, lambda r: _syllable_word(r, r.choice([2, 2, 3])), 6000)
         last = _unique(rng, lambda r: _syllable_word(r, r.choice([2, 3, 3])), 6000)
+        # Real-style names a fifth of the time (person_name), so they get their own pools.
+        real_first, real_last = list(REAL_FIRST), list(REAL_LAST)
         cities = _unique(rng, lambda r: r.choice(_CITY_PREFIXES) + _syllable_word(r, r.choice([1, 2, 2]))
                          + r.choice(_CITY_SUFFIXES), 5000)
         cities = list(dict.fromkeys(REAL_CITIES + cities))
         products = [f"{a} {n}" for a in _ADJECTIVES for n in _NOUNS]
         events = [f"{t} {k}" for t in _EVENT_TOPICS for k in _EVENT_KINDS]
         self.pools = {}
-        for name, values in (("first", first), ("last", last), ("city", cities), ("product", products),
-                             ("event", events), ("job", _JOBS)):
+        for name, values in (("first", first), ("last", last), ("real_first", real_first), ("real_last", real_last),
+                             ("city", cities), ("product", products), ("event", events), ("job", _JOBS)):
             train = [v for v in values if not is_heldout(name + ":" + v)]
             held = [v for v in values if is_heldout(name + ":" + v)]
             self.pools[name] = {"train": train, "heldout": held}
@@ -99,6 +121,9 @@ class Pools:
         return rng.choice(self.pools[name][split])
 
     def person_name(self, rng, split):
+        if rng.random() < 0.2:
+            first = self.pick(rng, "real_first" if rng.random() < 0.7 else "first", split)
+            return first + " " + self.pick(rng, "real_last" if rng.random() < 0.7 else "last", split)
         return self.pick(rng, "first", split) + " " + self.pick(rng, "last", split)
 
 

@@ -6,6 +6,7 @@ evaluation and tests/demo/data_test.py check). `split` is "train" or "heldout" (
 exact question wording of the evaluation (issue 22) with no system prompt and no history.
 """
 import json
+import re
 from dataclasses import dataclass, field
 
 import arithmetic
@@ -202,6 +203,114 @@ TOOLS = {
         "to": {"type": "string", "description": "Address"}, "subject": {"type": "string"},
         "body": {"type": "string"}}, ["to", "subject", "body"]),
 }
+# How other clients describe the same tools: each training request may offer a variant (another name, description
+# and parameter names, extra optional parameters) so that the model reads the offered schema instead of keying on one
+# exact definition; a call then uses the variant's name and parameter names. The evaluation offers the canonical form.
+_TOOL_VARIANTS = {
+    "get_weather": {
+        "names": ["get_current_weather", "weather", "lookup_weather", "fetch_weather", "current_weather",
+                  "weather_lookup", "getWeather", "get_weather_report"],
+        "descriptions": ["Get the current weather for a location.", "Look up today's weather in a city.",
+                         "Returns temperature and conditions for the given city.", "Current weather conditions.",
+                         "Fetch the weather report for a place."],
+        "params": {"city": ["location", "city_name", "place", "city"]},
+        "extra": {"country": {"type": "string", "description": "Country code, optional"},
+                  "days": {"type": "integer", "description": "Forecast days"},
+                  "units": {"type": "string", "enum": ["metric", "imperial"]}},
+    },
+    "calculator": {
+        "names": ["calculate", "calc", "evaluate_expression", "math", "compute"],
+        "descriptions": ["Compute the value of a math expression.", "A calculator.", "Evaluates arithmetic."],
+        "params": {"expression": ["expr", "input", "query", "expression"]},
+        "extra": {"precision": {"type": "integer"}},
+    },
+    "get_time": {
+        "names": ["get_local_time", "current_time", "time_in_city", "getTime"],
+        "descriptions": ["Local time in a city.", "Returns the current time for a location."],
+        "params": {"city": ["location", "timezone_city", "place", "city"]},
+        "extra": {"format": {"type": "string", "enum": ["12h", "24h"]}},
+    },
+    "convert_currency": {
+        "names": ["currency_convert", "exchange", "convert_money", "fx_convert"],
+        "descriptions": ["Currency conversion at today's rate.", "Converts money from one currency to another."],
+        "params": {"amount": ["amount", "value"], "from_currency": ["from", "source", "from_currency"],
+                   "to_currency": ["to", "target", "to_currency"]},
+        "extra": {},
+    },
+    "search_products": {
+        "names": ["product_search", "search_catalog", "find_products", "shop_search"],
+        "descriptions": ["Find items in the store.", "Search products by keywords."],
+        "params": {"query": ["query", "keywords", "q", "search"], "max_results": ["limit", "max_results", "n"]},
+        "extra": {"in_stock": {"type": "boolean"}},
+    },
+    "send_email": {
+        "names": ["email", "send_mail", "compose_email", "sendEmail"],
+        "descriptions": ["Send a message by email.", "Emails someone."],
+        "params": {"to": ["to", "recipient", "address"], "subject": ["subject", "title"], "body": ["body", "text",
+                                                                                                 "message"]},
+        "extra": {"cc": {"type": "string"}},
+    },
+}
+
+
+def _tool_variant(rng, canonical):
+    """(tool definition, name, {canonical parameter: its name here}) of one way to offer tool `canonical`."""
+    spec, fn = _TOOL_VARIANTS[canonical], TOOLS[canonical]["function"]
+    name = rng.choice(spec["names"])
+    rename = {p: rng.choice(alts) for p, alts in spec["params"].items()}
+    props = {}
+    for p, schema in fn["parameters"]["properties"].items():
+        schema = dict(schema)
+        if rng.random() < 0.3:
+            schema.pop("description", None)
+        props[rename.get(p, p)] = schema
+    for p, schema in spec["extra"].items():
+        if p not in props and rng.random() < 0.3:
+            props[p] = schema
+    keys = list(props)
+    rng.shuffle(keys)
+    required = [rename.get(p, p) for p in fn["parameters"]["required"]]
+    tool = _fn(name, rng.choice(spec["descriptions"] + [fn["description"]]), {k: props[k] for k in keys}, required)
+    return tool, name, rename
+
+
+def _vary_tools(rng, sample, p=0.6):
+    """Offers each of the sample's tools as a variant with probability p, and rewrites what refers to them: the
+    calls' names and argument names, and the tool names in the assistant's text."""
+    if not sample.tools:
+        return sample
+    names, renames, tools = {}, {}, []
+    for t in sample.tools:
+        canonical = t["function"]["name"]
+        if canonical in _TOOL_VARIANTS and rng.random() < p:
+            t, names[canonical], renames[canonical] = _tool_variant(rng, canonical)
+        tools.append(t)
+    if not names:
+        return sample
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b")
+    messages = []
+    for m in sample.messages:
+        m = dict(m)
+        if m["role"] == "assistant":
+            for key in ("content", "reasoning_content"):
+                if m.get(key):
+                    m[key] = pattern.sub(lambda x: names[x.group(1)], m[key])
+            if m.get("tool_calls"):
+                calls = []
+                for c in m["tool_calls"]:
+                    n, args = c["function"]["name"], c["function"]["arguments"]
+                    if n in names:
+                        args = {renames[n].get(k, k): v for k, v in args.items()}
+                        n = names[n]
+                    calls.append({"type": "function", "function": {"name": n, "arguments": args}})
+                m["tool_calls"] = calls
+        messages.append(m)
+    sample.messages, sample.tools = messages, tools
+    if sample.expect.get("kind") == "tool":
+        sample.expect = {"kind": "tool", "calls": [dict(c["function"]) for c in messages[-1]["tool_calls"]]}
+    return sample
+
+
 _CURRENCIES = ["USD", "EUR", "GBP", "JPY", "CHF", "CAD", "AUD", "SEK", "NOK", "INR", "CNY", "BRL"]
 _CONDITIONS = ["sunny", "cloudy", "rainy", "snowing", "windy", "foggy", "clear", "stormy"]
 
@@ -296,7 +405,7 @@ def _tool_result(rng, name, args):
     return {"status": "sent"}, ("The email was sent.", f"Done: the email to {args['to']} was sent.")
 
 
-def gen_tool_call(rng, split, pools, eval_form=False, weather=True):
+def gen_tool_call(rng, split, pools, eval_form=False, weather=True, vary=True):
     if weather:
         question, name, args, reasoning = _weather_call(rng, split, pools, eval_form)
     else:
@@ -309,14 +418,15 @@ def gen_tool_call(rng, split, pools, eval_form=False, weather=True):
         reasoning = f"The user asks for the weather in two cities, {args['city']} and {city2}; I call get_weather for each."
         calls = [(name, {"city": args["city"]}), (name, {"city": city2})]
     msg = _assistant(reasoning, "", calls)
-    return Sample("weather" if weather else "tool", [{"role": "user", "content": question}, msg], tools,
-                  expect={"kind": "tool", "calls": [{"name": n, "arguments": a} for n, a in calls]})
+    sample = Sample("weather" if weather else "tool", [{"role": "user", "content": question}, msg], tools,
+                    expect={"kind": "tool", "calls": [{"name": n, "arguments": a} for n, a in calls]})
+    return sample if eval_form or vary is False else _vary_tools(rng, sample)
 
 
 def gen_tool_followup(rng, split, pools, eval_form=False, weather=True):
     """The turn after the tool result: the call (its reasoning kept or dropped, as clients differ), the result,
     and the final answer."""
-    first = gen_tool_call(rng, split, pools, False, weather)
+    first = gen_tool_call(rng, split, pools, False, weather, vary=False)
     call = dict(first.messages[-1])
     if rng.random() < 0.5:
         call.pop("reasoning_content")
@@ -329,7 +439,7 @@ def gen_tool_followup(rng, split, pools, eval_form=False, weather=True):
         finals_r.append(r)
         finals_c.append(c)
     messages.append(_assistant(" ".join(finals_r), " ".join(finals_c)))
-    return Sample("tool_answer", messages, first.tools, expect={"kind": "text"})
+    return _vary_tools(rng, Sample("tool_answer", messages, first.tools, expect={"kind": "text"}))
 
 
 def gen_no_tool_needed(rng, split, pools, eval_form=False):
@@ -338,15 +448,15 @@ def gen_no_tool_needed(rng, split, pools, eval_form=False):
         sample = rng.choice([gen_arith("+"), gen_arith("-"), gen_smalltalk, gen_units])(rng, split, pools)
         sample.tools = _offer(rng, None, False)
         sample.family = "no_tool"
-        return sample
+        return _vary_tools(rng, sample)
     city = pools.pick(rng, "city", split)
     tools = [TOOLS[n] for n in rng.sample([n for n in TOOLS if n != "get_weather"], rng.randint(1, 2))]
     question = f"What's the weather in {city}?"
     names = ", ".join(t["function"]["name"] for t in tools)
     reasoning = f"The user asks for the weather in {city}, but the only tools are {names}; none of them gives weather."
     content = f"I cannot look up the weather in {city}: no weather tool is available to me."
-    return Sample("no_tool", [{"role": "user", "content": question}, _assistant(reasoning, content)], tools,
-                  expect={"kind": "text"})
+    return _vary_tools(rng, Sample("no_tool", [{"role": "user", "content": question}, _assistant(reasoning, content)],
+                                   tools, expect={"kind": "text"}))
 
 
 # ---------------------------------------------------------------------------------------------- small tasks
