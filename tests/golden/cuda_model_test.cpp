@@ -664,6 +664,8 @@ TEST_CASE("CUDA: prefix-cache state snapshots and KV page copies are exact devic
   g.recurrent_snap = be.alloc(2, 7, DType::kF32, "recurrent snapshots").value();
   REQUIRE(be.save_state(g, 1, 1).is_ok());
   REQUIRE(be.load_state(g, 1, 2).is_ok());  // slot 1's state into slot 2
+  // The copies run on the backend's own (non-blocking) stream; a plain cudaMemcpy does not wait for it.
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   std::vector<float> conv_out(conv.size()), rec_out(rec.size());
   REQUIRE(cudaMemcpy(conv_out.data(), g.conv.data, conv.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   REQUIRE(cudaMemcpy(rec_out.data(), g.recurrent.data, rec.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
@@ -675,6 +677,7 @@ TEST_CASE("CUDA: prefix-cache state snapshots and KV page copies are exact devic
   layer.k = be.upload(kv, 8, 3, "K cache").value();
   layer.v = be.upload(kv, 8, 3, "V cache").value();
   REQUIRE(be.copy_kv_page(layer, 2, 1, 3).is_ok());
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   std::vector<float> k_out(kv.size());
   REQUIRE(cudaMemcpy(k_out.data(), layer.k.data, kv.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   for (int i = 0; i < 6; ++i) CHECK(k_out[18 + static_cast<size_t>(i)] == kv[6 + static_cast<size_t>(i)]);
