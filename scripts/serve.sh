@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's serve command: installs what is missing, builds, and serves the bundled default model
-# (tests/fixtures/models/tiny-chat) on 127.0.0.1:8080 with the OpenAI-compatible API. Extra arguments go to
+# (models/demo, the trained demo model) on 127.0.0.1:8080 with the OpenAI-compatible API. Extra arguments go to
 # `voltserve serve` (GPU backend when a GPU is present: --backend auto) (e.g. --model DIR, --port 9000, --config config/serve-local.json, --api-key KEY).
 set -euo pipefail
 cd "$(dirname "$0")/.."

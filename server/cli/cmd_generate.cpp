@@ -16,6 +16,7 @@
 
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "http/serve_settings.h"
 #include "voltserve/tokenizer.h"
 #include "voltserve/engine.h"
 #if __has_include("chat/chat_prompt.h")
@@ -78,7 +79,7 @@ std::string render_chat(const Tokenizer& tok, const std::string& prompt) {
 #endif
 }
 
-void run_generate(const GenerateArgs& a) {
+void run_generate(GenerateArgs a) {
   if (a.ids.empty() == a.prompt.empty()) fail("give exactly one of --ids or --prompt", 2);
   if (a.chat && a.prompt.empty()) fail("--chat needs --prompt (the user message)", 2);
   if (a.max_tokens < 1) fail("--max-tokens must be >= 1", 2);
@@ -100,6 +101,7 @@ void run_generate(const GenerateArgs& a) {
            2);
     }
   }
+  if (a.model.empty()) a.model = http::default_model_dir().string();
   if (!std::filesystem::is_directory(a.model)) fail("model folder " + a.model + " does not exist", 1);
 
   // The tokenizer is optional in --ids mode (the folder may have none), required for --prompt.
@@ -246,7 +248,8 @@ void run_generate(const GenerateArgs& a) {
 void register_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate tokens from a prompt (or token ids) with a local model");
-  cmd->add_option("--model", args->model, "Hugging Face model folder (config.json + safetensors)")->required();
+  cmd->add_option("--model", args->model,
+                  "Hugging Face model folder (config.json + safetensors; default: the bundled demo model, models/demo)");
   cmd->add_option("--tokenizer", args->tokenizer, "Tokenizer folder (default: the model folder)");
   cmd->add_option("--ids", args->ids, "Prompt as token ids, e.g. 1,2,3 (needs no tokenizer)");
   cmd->add_option("--prompt", args->prompt, "Prompt text (tokenized with the model's tokenizer)");

@@ -1,4 +1,4 @@
-// `voltserve serve`: loads the model (default: the bundled tests/fixtures/models/tiny-chat), starts the engine
+// `voltserve serve`: loads the model (default: the bundled demo model, models/demo), starts the engine
 // and the OpenAI-compatible HTTP server; SIGTERM/SIGINT drain (new requests 503, in-flight ones finish) and exit.
 // Settings: built-in defaults < --config FILE < CLI flags (config/README.md). Tested by tests/e2e/.
 #include <CLI/CLI.hpp>
@@ -189,7 +189,7 @@ void register_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over the OpenAI-compatible HTTP API");
   http::ServeSettings& s = *settings;
   cmd->add_option("--config", *config_file, "JSON settings file (config/README.md); CLI flags override it");
-  auto* o_model = cmd->add_option("--model", s.model, "Hugging Face model folder (default: the bundled tiny-chat fixture)");
+  auto* o_model = cmd->add_option("--model", s.model, "Hugging Face model folder (default: the bundled demo model, models/demo)");
   auto* o_tok = cmd->add_option("--tokenizer", s.tokenizer, "Tokenizer folder (default: the model folder)");
   auto* o_host = cmd->add_option("--host", s.http.host, "Address to listen on (default 127.0.0.1)");
   auto* o_port = cmd->add_option("--port", s.http.port, "Port (default 8080; 0 picks a free one)")->check(CLI::Range(0, 65535));

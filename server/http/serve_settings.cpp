@@ -157,7 +157,7 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
 
 std::filesystem::path default_model_dir() {
   namespace fs = std::filesystem;
-  const fs::path rel = fs::path("tests") / "fixtures" / "models" / "tiny-chat";
+  const fs::path rel = fs::path("models") / "demo";
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {

@@ -44,8 +44,8 @@ bool parse_speculative_k(const std::string& text, int32_t& out);
 // Applies a config file's keys onto `settings`. Unknown keys and wrong types are errors naming the key.
 Status apply_config_file(const std::filesystem::path& file, ServeSettings& settings);
 
-// The bundled default model (tests/fixtures/models/tiny-chat): next to the binary's source tree
-// (<binary dir>/../tests/fixtures/models/tiny-chat), else the source tree this binary was built from, else
+// The bundled default model (models/demo, the trained demo model): next to the binary's source tree
+// (<binary dir>/../models/demo), else the source tree this binary was built from, else
 // relative to the working directory.
 std::filesystem::path default_model_dir();
 
