@@ -256,7 +256,8 @@ _TOOL_VARIANTS = {
 def _tool_variant(rng, canonical):
     """(tool definition, name, {canonical parameter: its name here}) of one way to offer tool `canonical`."""
     spec, fn = _TOOL_VARIANTS[canonical], TOOLS[canonical]["function"]
-    name = rng.choice(spec["names"])
+    # Name, description and parameter names vary independently (the canonical name with another description too).
+    name = rng.choice(spec["names"] + [canonical])
     rename = {p: rng.choice(alts) for p, alts in spec["params"].items()}
     props = {}
     for p, schema in fn["parameters"]["properties"].items():
