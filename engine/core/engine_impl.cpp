@@ -383,8 +383,25 @@ bool EngineImpl::step() {
     }
     views.push_back(v);
   }
-  const int32_t n_free_pages = pages_.n_free() + (prefix_cache_ ? prefix_cache_->reclaimable_pages() : 0);
-  const StepPlan plan = plan_step(views, sched_limits_, n_free_pages, slots_.n_free());
+  int32_t n_free_pages = pages_.n_free() + (prefix_cache_ ? prefix_cache_->reclaimable_pages() : 0);
+  StepPlan plan = plan_step(views, sched_limits_, n_free_pages, slots_.n_free());
+  if (prefix_cache_ && pins_cost_running(views, plan)) {
+    // The waiting sequences' pinned hits hold pages a running sequence needs (it got no tokens, or someone was to
+    // be preempted): the cache must not slow anything running, so this step drops those hits, admits nobody and
+    // plans the running sequences with every cached page evictable. The hits are looked up again next step.
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      Sequence& s = *seqs_[i];
+      if (s.admitted || s.finished) continue;
+      drop_hit(s);
+      SchedSeq& v = views[i];
+      v.n_computed = s.n_computed;
+      v.n_pages_held = s.pages.n_pages();
+      v.n_stop = 0;
+      v.hold = true;
+    }
+    n_free_pages = pages_.n_free() + prefix_cache_->reclaimable_pages();
+    plan = plan_step(views, sched_limits_, n_free_pages, slots_.n_free());
+  }
 
   for (int32_t i : plan.preempted) {
     Sequence& s = *seqs_[static_cast<size_t>(i)];
@@ -735,6 +752,21 @@ bool EngineImpl::uses_prefix_cache(const Sequence& seq) const {
   const kernels::sampling::RowParams& p = seq.sampling;
   return prefix_cache_ != nullptr && seq.request.prefix_cache && seq.request.n_prompt_logits == 0 &&
          p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f;
+}
+
+bool EngineImpl::pins_cost_running(const std::vector<SchedSeq>& views, const StepPlan& plan) const {
+  bool pinned = false;
+  for (const auto& s : seqs_) pinned = pinned || (!s->admitted && !s->finished && s->hit_entry >= 0);
+  if (!pinned) return false;
+  if (!plan.preempted.empty()) return true;
+  std::vector<bool> served(views.size(), false);
+  for (const StepItem& item : plan.items) served[static_cast<size_t>(item.seq)] = true;
+  // An admitted sequence without tokens this step: no pages for it (the budget always covers every decode, and a
+  // prefill left out for budget means nothing could be admitted anyway, so holding the waiting ones costs nothing).
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views[i].admitted && !served[i] && !seqs_[i]->finished) return true;
+  }
+  return false;
 }
 
 bool EngineImpl::waits_for_sibling(const Sequence& seq) const {

@@ -431,3 +431,29 @@ TEST_CASE("prefix cache: speculative decoding (k = 3) on an MTP fixture, multi-t
   CHECK(s.n_prefix_cache_hits_total == 3);
   CHECK(s.kv_pages_free == s.kv_pages_total);
 }
+
+TEST_CASE("prefix cache: waiting sequences' hits never starve a running one (12 pages, 6 running)", "[golden]") {
+  // The e2e KV-exhaustion scenario: eight requests one at a time fill the cache, then all eight at once in a pool
+  // of 12 pages. The waiting ones find (and pin) their cached prefixes while the running ones need every page:
+  // the step is planned again without the pins, so everything completes, with the tokens it gets alone.
+  testing::TestRng rng(2506);
+  std::vector<Request> requests;
+  for (int i = 0; i < 8; ++i) requests.push_back(greedy(random_tokens(rng, 30 + 3 * static_cast<size_t>(i)), 100));
+  auto engine = make_engine({.n_snapshots = 8, .n_pages = 12, .max_running = 6, .interval = 32});
+  std::vector<Output> alone;
+  for (const Request& r : requests) alone.push_back(run_one(*engine, r));
+  CHECK(engine->stats().n_preemptions == 0);
+  Collected c;
+  for (size_t i = 0; i < requests.size(); ++i) REQUIRE(engine->submit(requests[i], c.sink(static_cast<int>(i))).is_ok());
+  engine->wait_idle();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    INFO("request " << i);
+    REQUIRE(c.final_events.count(static_cast<int>(i)) == 1);
+    CHECK(c.final_events[static_cast<int>(i)].finish_reason == FinishReason::kLength);
+    check_same({c.tokens[static_cast<int>(i)], c.logprobs[static_cast<int>(i)]}, alone[i]);
+  }
+  const EngineStats s = engine->stats();
+  CHECK(s.n_prefix_cache_hits_total > 0);
+  CHECK(s.kv_pages_free == s.kv_pages_total);
+  CHECK(s.state_slots_free == s.state_slots_total);
+}
