@@ -129,6 +129,11 @@ class PrefixCache {
 
   // Pages only the cache holds (the pool would get them back by evicting), outside pinned entries.
   int32_t reclaimable_pages() const;
+  // The references the cache holds on `page` (0: none).
+  int32_t page_refs(int32_t page) const {
+    const auto it = page_refs_.find(page);
+    return it == page_refs_.end() ? 0 : it->second;
+  }
   // Evicts LRU entries until the pool has n_free_pages free pages or nothing evictable is left; true on success.
   bool evict_for_pages(int32_t n_free_pages);
   // Evicts every unpinned entry (the pools return to full when idle, and tests).

@@ -374,8 +374,12 @@ bool EngineImpl::step() {
         v.n_computed = s->hit_tokens;
         v.n_pages_held = s->hit_tokens / geometry_.page_size;
       }
+      // What a preemption would give back: pages nobody else holds, and pages only the cache holds besides it
+      // (they become cache-only, evicted on demand; pinned ones are freed by planning without the pins).
       int32_t freeable = 0;
-      for (int32_t page : s->pages.pages()) freeable += pages_.refcount(page) == 1 ? 1 : 0;
+      for (int32_t page : s->pages.pages()) {
+        freeable += pages_.refcount(page) - prefix_cache_->page_refs(page) == 1 ? 1 : 0;
+      }
       v.n_pages_freeable = freeable;
       s->snapshot_at = next_snapshot(*s);
       v.n_stop = s->snapshot_at;
