@@ -52,7 +52,10 @@
 // running sequences stay theirs) and frees its snapshot row.
 //
 // Preemption. A preempted sequence gives back its pages and slot as before; its own snapshots stay in the cache, so
-// its recompute is a lookup that usually skips all but the tail.
+// its recompute is a lookup that usually skips all but the tail. What a preemption frees, for the scheduler
+// (SchedSeq::n_pages_freeable), counts the pages the sequence shares only with the cache: they become cache-only,
+// hence evictable. Pins never cost a running sequence: when a step's plan would leave one without tokens or preempt
+// someone while waiting sequences hold pinned hits, EngineImpl plans the step again without them.
 //
 // Speculation. Speculating sequences look up and insert like any other. The MTP head's KV is paged over the same
 // page ids (the partial page is copied with it); only its pair at p - 1 (h_{p-1} with token p) may be another
