@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "cache/page_table.h"
 
@@ -28,10 +29,17 @@ uint64_t hash_tokens(uint64_t h, std::span<const int32_t> tokens) {
 
 }  // namespace
 
-std::vector<uint64_t> block_hash_chain(std::span<const int32_t> tokens, int32_t block_size) {
+uint64_t chain_seed(std::string_view salt) {
+  if (salt.empty()) return kChainSeed;
+  uint64_t h = mix(kChainSeed, 0x5a17);
+  for (unsigned char c : salt) h = mix(h, c);
+  return mix(h, salt.size());
+}
+
+std::vector<uint64_t> block_hash_chain(std::span<const int32_t> tokens, int32_t block_size, uint64_t seed) {
   std::vector<uint64_t> out;
   if (block_size < 1) return out;
-  uint64_t h = kChainSeed;
+  uint64_t h = seed;
   for (size_t b = 0; (b + 1) * static_cast<size_t>(block_size) <= tokens.size(); ++b) {
     h = hash_tokens(h, tokens.subspan(b * static_cast<size_t>(block_size), static_cast<size_t>(block_size)));
     out.push_back(h);
@@ -44,19 +52,21 @@ uint64_t tail_hash(uint64_t chain, std::span<const int32_t> tail) { return hash_
 PrefixCache::PrefixCache(int32_t n_snapshots, int32_t page_size, PageAllocator& pages)
     : page_size_(std::max(1, page_size)), pages_(pages), snapshots_(std::max(0, n_snapshots)) {}
 
-uint64_t PrefixCache::bucket_of(std::span<const int32_t> tokens) const {
+uint64_t PrefixCache::bucket_of(std::span<const int32_t> tokens, std::string_view salt) const {
   const size_t n_full = tokens.size() / static_cast<size_t>(page_size_);
-  if (n_full == 0) return kChainSeed;
-  return block_hash_chain(tokens.first(n_full * static_cast<size_t>(page_size_)), page_size_).back();
+  const uint64_t seed = chain_seed(salt);
+  if (n_full == 0) return seed;
+  return block_hash_chain(tokens.first(n_full * static_cast<size_t>(page_size_)), page_size_, seed).back();
 }
 
-std::optional<PrefixHit> PrefixCache::lookup(std::span<const int32_t> tokens, int32_t limit) {
+std::optional<PrefixHit> PrefixCache::lookup(std::span<const int32_t> tokens, int32_t limit, std::string_view salt) {
   limit = std::min<int32_t>(limit, static_cast<int32_t>(tokens.size()));
   if (limit < 1 || by_bucket_.empty()) return std::nullopt;
-  const std::vector<uint64_t> chain = block_hash_chain(tokens.first(static_cast<size_t>(limit)), page_size_);
+  const uint64_t seed = chain_seed(salt);
+  const std::vector<uint64_t> chain = block_hash_chain(tokens.first(static_cast<size_t>(limit)), page_size_, seed);
   int32_t best = -1;
   for (size_t depth = 0; depth <= chain.size(); ++depth) {
-    const uint64_t bucket = depth == 0 ? kChainSeed : chain[depth - 1];
+    const uint64_t bucket = depth == 0 ? seed : chain[depth - 1];
     auto [lo, hi] = by_bucket_.equal_range(bucket);
     for (auto it = lo; it != hi; ++it) {
       const Entry& e = entries_[static_cast<size_t>(it->second)];
@@ -64,7 +74,8 @@ std::optional<PrefixHit> PrefixCache::lookup(std::span<const int32_t> tokens, in
       if (p > limit || (best >= 0 && p <= static_cast<int32_t>(entries_[static_cast<size_t>(best)].tokens.size()))) {
         continue;
       }
-      if (std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin())) best = it->second;
+      // The salt is compared too: a seed collision must not share prefixes across salts.
+      if (e.salt == salt && std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin())) best = it->second;
     }
   }
   if (best < 0) return std::nullopt;
@@ -73,21 +84,22 @@ std::optional<PrefixHit> PrefixCache::lookup(std::span<const int32_t> tokens, in
   return PrefixHit{best, static_cast<int32_t>(e.tokens.size()), e.snapshot, e.pages};
 }
 
-int32_t PrefixCache::find_equal(std::span<const int32_t> tokens, uint64_t bucket, uint64_t tail) const {
+int32_t PrefixCache::find_equal(std::span<const int32_t> tokens, std::string_view salt, uint64_t bucket,
+                                uint64_t tail) const {
   auto [lo, hi] = by_bucket_.equal_range(bucket);
   for (auto it = lo; it != hi; ++it) {
     const Entry& e = entries_[static_cast<size_t>(it->second)];
-    if (e.tail == tail && std::ranges::equal(e.tokens, tokens)) return it->second;
+    if (e.tail == tail && e.salt == salt && std::ranges::equal(e.tokens, tokens)) return it->second;
   }
   return -1;
 }
 
-std::optional<int32_t> PrefixCache::begin_insert(std::span<const int32_t> tokens) {
+std::optional<int32_t> PrefixCache::begin_insert(std::span<const int32_t> tokens, std::string_view salt) {
   if (tokens.empty() || snapshots_.n_total() == 0) return std::nullopt;
-  const uint64_t bucket = bucket_of(tokens);
+  const uint64_t bucket = bucket_of(tokens, salt);
   const size_t n_full = tokens.size() / static_cast<size_t>(page_size_) * static_cast<size_t>(page_size_);
   const uint64_t tail = tail_hash(bucket, tokens.subspan(n_full));
-  if (const int32_t same = find_equal(tokens, bucket, tail); same >= 0) {
+  if (const int32_t same = find_equal(tokens, salt, bucket, tail); same >= 0) {
     entries_[static_cast<size_t>(same)].last_used = ++clock_;
     return std::nullopt;
   }
@@ -101,7 +113,8 @@ std::optional<int32_t> PrefixCache::begin_insert(std::span<const int32_t> tokens
   return row;
 }
 
-Status PrefixCache::commit_insert(std::span<const int32_t> tokens, int32_t snapshot, std::span<const int32_t> pages) {
+Status PrefixCache::commit_insert(std::span<const int32_t> tokens, std::string_view salt, int32_t snapshot,
+                                  std::span<const int32_t> pages) {
   const int32_t want = pages_for_tokens(static_cast<int32_t>(tokens.size()), page_size_);
   if (static_cast<int32_t>(pages.size()) < want) {
     (void)snapshots_.release(snapshot);
@@ -126,8 +139,9 @@ Status PrefixCache::commit_insert(std::span<const int32_t> tokens, int32_t snaps
   Entry& e = entries_[static_cast<size_t>(id)];
   e.live = true;
   e.tokens.assign(tokens.begin(), tokens.end());
+  e.salt.assign(salt);
   e.pages.assign(pages.begin(), pages.begin() + want);
-  e.bucket = bucket_of(tokens);
+  e.bucket = bucket_of(tokens, salt);
   const size_t n_full = tokens.size() / static_cast<size_t>(page_size_) * static_cast<size_t>(page_size_);
   e.tail = tail_hash(e.bucket, tokens.subspan(n_full));
   e.snapshot = snapshot;

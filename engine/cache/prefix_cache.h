@@ -12,11 +12,18 @@
 // no alignment of prompts to blocks (vLLM inflates its block to the state size and misses every shorter prompt).
 //
 // Where snapshots are taken (EngineImpl): at the positions a later request resumes from — prompt end minus one (an
-// identical prompt, n > 1 siblings, retries and preempted sequences must still compute one token to get logits, so
-// the prefill stops there for one step), every `snapshot_interval` tokens of a long prefill (a shared system prompt
-// or document followed by different questions), and the end of a finished request's committed text (the next chat
-// turn resends prompt + reply + a new message). Snapshots come from committed state only: verify items never
-// snapshot; a finished speculating sequence does not either (its live state may hold rejected drafts).
+// identical prompt, n > 1 siblings, retries and preempted sequences must still compute the last prompt token to get
+// the logits of the first generated one, so a snapshot at the prompt end could skip nothing more; the prefill stops
+// there for one step), the caller's resume hint (Request::n_prompt_resume: the chat server passes where the
+// generation prompt starts, since Qwen3.5's templates re-render an earlier turn without its <think> block), every
+// `snapshot_interval` tokens of a long prefill (a shared system prompt or document followed by different
+// questions), and the end of a finished request's committed text (the next turn of a completion or an agent's tool
+// loop resends prompt + reply). Snapshots come from committed state only: prefill chunks are; verify items never
+// stop at a snapshot, and a speculating sequence that finishes inside a verify run it has not committed takes no
+// end-of-text snapshot (its live state holds the drafts after the stop).
+//
+// Salts. Request::cache_salt seeds the chain (chain_seed) and is kept in the entry and compared, so requests with
+// different salts never share a prefix (vLLM's cache_salt: one tenant cannot time another's prompts).
 //
 // How a lookup works. Block b's hash chains the previous one: h_b = H(h_{b-1}, tokens of block b), h_{-1} = seed.
 // Entries are bucketed by the chain hash of their full blocks (floor(p / page_size) of them); a lookup walks the
@@ -38,21 +45,33 @@
 // by the cache counts as free for the scheduler (reclaimable_pages), and the engine evicts LRU entries the moment it
 // needs the pages (evict_for_pages), before a request would be queued or preempted for the cache's sake.
 //
-// Eviction. LRU by last use (insert or hit), ties broken towards the shallower entry (deep prefixes are the costly
-// ones to recompute); pinned entries are skipped. Evicting drops the entry's page references (pages shared with
+// Eviction. LRU by last use (insert or hit); pinned entries are skipped. A hit touches only the entry it used — the
+// deepest prefix of the request — so a conversation's shallower snapshots (interval stops, earlier turns) age out
+// before its latest prefix does: the cache keeps deep, recently used prefixes. (Ties, entries of the same use, go
+// to the shallower one first.) Evicting drops the entry's page references (pages shared with
 // running sequences stay theirs) and frees its snapshot row.
 //
 // Preemption. A preempted sequence gives back its pages and slot as before; its own snapshots stay in the cache, so
-// its recompute is a lookup that usually skips all but the tail.
+// its recompute is a lookup that usually skips all but the tail. What a preemption frees, for the scheduler
+// (SchedSeq::n_pages_freeable), counts the pages the sequence shares only with the cache: they become cache-only,
+// hence evictable. Pins never cost a running sequence: when a step's plan would leave one without tokens or preempt
+// someone while waiting sequences hold pinned hits, EngineImpl plans the step again without them.
 //
-// Not yet (next slices): speculation (the MTP head's KV at p - 1 pairs token p - 1 with token p, so a hit must
-// recompute that MTP position; until then speculating sequences neither look up nor insert), host offload and bf16
-// snapshots, usage.cached_tokens in the API, per-request opt-out, the CUDA golden run.
+// Speculation. Speculating sequences look up and insert like any other. The MTP head's KV is paged over the same
+// page ids (the partial page is copied with it); only its pair at p - 1 (h_{p-1} with token p) may be another
+// request's, which can cost a draft, never output (drafts are verified).
+//
+// n > 1. Siblings share the prompt: EngineImpl holds the later ones (SchedSeq::hold) until the first has reached
+// its prompt-end snapshot, so the prompt is computed once.
+//
+// Not yet: host offload and bf16 snapshots.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -61,8 +80,12 @@
 
 namespace voltserve {
 
+// The chain's seed (h_{-1}): a fixed constant, or one mixed from a non-empty cache salt, so requests with different
+// salts land in different buckets at every depth (and entries compare their salt too).
+uint64_t chain_seed(std::string_view salt);
 // The chain hash of each full block of `tokens`: out[b] covers tokens [0, (b + 1) * block_size).
-std::vector<uint64_t> block_hash_chain(std::span<const int32_t> tokens, int32_t block_size);
+std::vector<uint64_t> block_hash_chain(std::span<const int32_t> tokens, int32_t block_size,
+                                       uint64_t seed = chain_seed({}));
 // The hash of a partial tail (tokens after the last full block), seeded by the chain hash before it.
 uint64_t tail_hash(uint64_t chain, std::span<const int32_t> tail);
 
@@ -89,16 +112,17 @@ class PrefixCache {
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
 
-  // The longest entry that is a prefix of `tokens` with 1 <= p <= limit; nullopt when there is none. Counts as a
-  // use (LRU) when found.
-  std::optional<PrefixHit> lookup(std::span<const int32_t> tokens, int32_t limit);
+  // The longest entry of the same salt that is a prefix of `tokens` with 1 <= p <= limit; nullopt when there is
+  // none. Counts as a use (LRU) when found.
+  std::optional<PrefixHit> lookup(std::span<const int32_t> tokens, int32_t limit, std::string_view salt = {});
 
   // A snapshot row for a new entry over `tokens` ([0, p)): nullopt when an equal entry exists already (it is
   // touched instead) or when no row is free and nothing can be evicted. The caller copies the state into the row,
   // then calls commit_insert.
-  std::optional<int32_t> begin_insert(std::span<const int32_t> tokens);
+  std::optional<int32_t> begin_insert(std::span<const int32_t> tokens, std::string_view salt = {});
   // Records the entry: `pages` (pages_for_tokens(p) of them) each retained once by the cache.
-  Status commit_insert(std::span<const int32_t> tokens, int32_t snapshot, std::span<const int32_t> pages);
+  Status commit_insert(std::span<const int32_t> tokens, std::string_view salt, int32_t snapshot,
+                       std::span<const int32_t> pages);
   // Gives back a row begin_insert handed out that will not be used (the state copy failed).
   void abort_insert(int32_t snapshot);
 
@@ -108,6 +132,11 @@ class PrefixCache {
 
   // Pages only the cache holds (the pool would get them back by evicting), outside pinned entries.
   int32_t reclaimable_pages() const;
+  // The references the cache holds on `page` (0: none).
+  int32_t page_refs(int32_t page) const {
+    const auto it = page_refs_.find(page);
+    return it == page_refs_.end() ? 0 : it->second;
+  }
   // Evicts LRU entries until the pool has n_free_pages free pages or nothing evictable is left; true on success.
   bool evict_for_pages(int32_t n_free_pages);
   // Evicts every unpinned entry (the pools return to full when idle, and tests).
@@ -120,6 +149,7 @@ class PrefixCache {
   struct Entry {
     bool live = false;
     std::vector<int32_t> tokens;
+    std::string salt;  // Request::cache_salt ("" for none)
     std::vector<int32_t> pages;
     uint64_t bucket = 0;  // chain hash of the full blocks
     uint64_t tail = 0;    // tail_hash of the partial block
@@ -130,8 +160,8 @@ class PrefixCache {
   // The least recently used unpinned entry (shallower first on ties), -1 when none.
   int32_t lru_victim() const;
   void evict(int32_t entry);
-  int32_t find_equal(std::span<const int32_t> tokens, uint64_t bucket, uint64_t tail) const;
-  uint64_t bucket_of(std::span<const int32_t> tokens) const;
+  int32_t find_equal(std::span<const int32_t> tokens, std::string_view salt, uint64_t bucket, uint64_t tail) const;
+  uint64_t bucket_of(std::span<const int32_t> tokens, std::string_view salt) const;
 
   int32_t page_size_;
   PageAllocator& pages_;

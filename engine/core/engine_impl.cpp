@@ -284,6 +284,7 @@ void EngineImpl::publish_stats_locked() {
     s.prefix_snapshots_used = c.n_snapshots_used;
     s.prefix_snapshots_total = c.n_snapshots_total;
     s.prefix_cache_pages = c.n_pages_held;
+    s.prefix_cache_pages_only = prefix_cache_->reclaimable_pages();
   }
   s.healthy = healthy_;
   s.draining = draining_;
@@ -373,16 +374,38 @@ bool EngineImpl::step() {
         v.n_computed = s->hit_tokens;
         v.n_pages_held = s->hit_tokens / geometry_.page_size;
       }
+      // What a preemption would give back: pages nobody else holds, and pages only the cache holds besides it
+      // (they become cache-only, evicted on demand; pinned ones are freed by planning without the pins).
       int32_t freeable = 0;
-      for (int32_t page : s->pages.pages()) freeable += pages_.refcount(page) == 1 ? 1 : 0;
+      for (int32_t page : s->pages.pages()) {
+        freeable += pages_.refcount(page) - prefix_cache_->page_refs(page) == 1 ? 1 : 0;
+      }
       v.n_pages_freeable = freeable;
       s->snapshot_at = next_snapshot(*s);
       v.n_stop = s->snapshot_at;
+      v.hold = !s->admitted && waits_for_sibling(*s);
     }
     views.push_back(v);
   }
-  const int32_t n_free_pages = pages_.n_free() + (prefix_cache_ ? prefix_cache_->reclaimable_pages() : 0);
-  const StepPlan plan = plan_step(views, sched_limits_, n_free_pages, slots_.n_free());
+  int32_t n_free_pages = pages_.n_free() + (prefix_cache_ ? prefix_cache_->reclaimable_pages() : 0);
+  StepPlan plan = plan_step(views, sched_limits_, n_free_pages, slots_.n_free());
+  if (prefix_cache_ && pins_cost_running(views, plan)) {
+    // The waiting sequences' pinned hits hold pages a running sequence needs (it got no tokens, or someone was to
+    // be preempted): the cache must not slow anything running, so this step drops those hits, admits nobody and
+    // plans the running sequences with every cached page evictable. The hits are looked up again next step.
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      Sequence& s = *seqs_[i];
+      if (s.admitted || s.finished) continue;
+      drop_hit(s);
+      SchedSeq& v = views[i];
+      v.n_computed = s.n_computed;
+      v.n_pages_held = s.pages.n_pages();
+      v.n_stop = 0;
+      v.hold = true;
+    }
+    n_free_pages = pages_.n_free() + prefix_cache_->reclaimable_pages();
+    plan = plan_step(views, sched_limits_, n_free_pages, slots_.n_free());
+  }
 
   for (int32_t i : plan.preempted) {
     Sequence& s = *seqs_[static_cast<size_t>(i)];
@@ -575,6 +598,7 @@ void EngineImpl::build_request(const StepPlan& plan) {
       s.drafts.clear();
       st.tokens = s.verify_tokens;
       st.verify = true;
+      s.verify_pending = true;
     } else {
       st.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.n_computed),
                                                              static_cast<size_t>(item.n_tokens));
@@ -675,6 +699,7 @@ void EngineImpl::record_round(Sequence& s, int32_t k, int32_t accepted) {
 }
 
 Status EngineImpl::commit_round(Sequence& s, int32_t n_emitted) {
+  s.verify_pending = false;
   if (s.finished) return Status::ok();
   if (n_emitted < 1) return internal_error("a verify item emitted no token for an unfinished request");
   VS_RETURN_IF_ERROR(guarded([&] { return runner_->commit(s.slot, n_emitted); }));
@@ -725,12 +750,46 @@ void EngineImpl::emit_token(Sequence& seq, const RowResult& row) {
 }
 
 bool EngineImpl::uses_prefix_cache(const Sequence& seq) const {
-  // Speculating sequences neither look up nor insert yet (prefix_cache.h: the MTP head's KV at the hit). A hit skips
-  // computing the prefix, so what the prefix would have fed besides the state must not be needed: prompt logits,
-  // and the penalty state (prompt and recomputed tokens are counted as they are computed).
+  // A hit skips computing the prefix, so what the prefix would have fed besides the state must not be needed:
+  // prompt logits, and the penalty state (prompt and recomputed tokens are counted as they are computed). A
+  // request may opt out (Request::prefix_cache).
   const kernels::sampling::RowParams& p = seq.sampling;
-  return prefix_cache_ != nullptr && !seq.spec.enabled() && seq.request.n_prompt_logits == 0 &&
+  return prefix_cache_ != nullptr && seq.request.prefix_cache && seq.request.n_prompt_logits == 0 &&
          p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f;
+}
+
+bool EngineImpl::pins_cost_running(const std::vector<SchedSeq>& views, const StepPlan& plan) const {
+  bool pinned = false;
+  for (const auto& s : seqs_) pinned = pinned || (!s->admitted && !s->finished && s->hit_entry >= 0);
+  if (!pinned) return false;
+  if (!plan.preempted.empty()) return true;
+  std::vector<bool> served(views.size(), false);
+  for (const StepItem& item : plan.items) served[static_cast<size_t>(item.seq)] = true;
+  // An admitted sequence without tokens this step: no pages for it (the budget always covers every decode, and a
+  // prefill left out for budget means nothing could be admitted anyway, so holding the waiting ones costs nothing).
+  for (size_t i = 0; i < views.size(); ++i) {
+    if (views[i].admitted && !served[i] && !seqs_[i]->finished) return true;
+  }
+  return false;
+}
+
+bool EngineImpl::waits_for_sibling(const Sequence& seq) const {
+  // n > 1 siblings (and identical requests) arrive together with the same prompt. Prefilling them side by side
+  // computes the prompt n times; holding the later ones until the first has reached its prompt-end snapshot
+  // computes it once, and they then prefill one token each. Only while this sequence's own hit is shorter.
+  if (!uses_prefix_cache(seq)) return false;
+  const int32_t resume = seq.n_prompt - 1;
+  if (resume < 1 || seq.hit_tokens >= resume) return false;
+  // An earlier sequence (seqs_ is in arrival order), admitted or about to be: the first of a group is never held.
+  for (const auto& other : seqs_) {
+    const Sequence& a = *other;
+    if (&a == &seq) break;
+    if (a.finished || !uses_prefix_cache(a)) continue;
+    const int32_t reached = a.admitted ? a.n_computed : a.hit_tokens;
+    if (a.n_prompt != seq.n_prompt || reached >= resume || a.request.cache_salt != seq.request.cache_salt) continue;
+    if (std::equal(seq.tokens.begin(), seq.tokens.begin() + resume, a.tokens.begin())) return true;
+  }
+  return false;
 }
 
 void EngineImpl::drop_hit(Sequence& seq) {
@@ -746,7 +805,7 @@ void EngineImpl::refresh_hit(Sequence& seq) {
   if (!uses_prefix_cache(seq)) return;
   // At least one token is computed after the hit: its logits sample the next token.
   const auto limit = static_cast<int32_t>(seq.tokens.size()) - 1;
-  const std::optional<PrefixHit> hit = prefix_cache_->lookup(seq.tokens, limit);
+  const std::optional<PrefixHit> hit = prefix_cache_->lookup(seq.tokens, limit, seq.request.cache_salt);
   if (!hit) return;
   prefix_cache_->pin(hit->entry);
   seq.hit_entry = hit->entry;
@@ -756,13 +815,19 @@ void EngineImpl::refresh_hit(Sequence& seq) {
 }
 
 int32_t EngineImpl::next_snapshot(const Sequence& seq) const {
-  // Snapshots are taken only from the prefill of a sequence that feeds the cache (no speculation).
-  if (!prefix_cache_ || seq.spec.enabled()) return 0;
+  // Snapshots are taken from the prefill of a sequence that feeds the cache: prefill chunks are committed state
+  // (verify items never stop at a snapshot).
+  if (!uses_prefix_cache(seq)) return 0;
   const int32_t at = seq.admitted ? seq.n_computed : seq.hit_tokens;
   const auto n_target = static_cast<int32_t>(seq.tokens.size());
   int32_t stop = 0;
   // The prompt end minus one: the resume point of an identical prompt (siblings, retries, a preempted recompute).
+  // Not the prompt end itself: the last prompt token must be computed anyway for the logits of the first token,
+  // so a hit at n_prompt could not skip it, while one at n_prompt - 1 skips everything else.
   if (seq.n_prompt - 1 > at && seq.n_prompt - 1 >= 1) stop = seq.n_prompt - 1;
+  // The caller's resume point (where a chat's next turn re-renders the history differently).
+  const int32_t hint = seq.request.n_prompt_resume;
+  if (hint > at && hint < seq.n_prompt - 1 && (stop == 0 || hint < stop)) stop = hint;
   const int32_t n = config_.prefix_snapshot_interval;
   if (n > 0) {
     const int32_t next = (at / n + 1) * n;
@@ -805,15 +870,17 @@ Status EngineImpl::adopt_hit(Sequence& seq) {
 }
 
 Status EngineImpl::snapshot(Sequence& seq) {
-  if (!prefix_cache_ || seq.spec.enabled() || !seq.admitted || seq.n_computed < 1) return Status::ok();
+  // Only committed state: a sequence inside an uncommitted verify item (it finished at a stop token or its length
+  // within the accepted run) holds drafts' state beyond n_computed.
+  if (!uses_prefix_cache(seq) || seq.verify_pending || !seq.admitted || seq.n_computed < 1) return Status::ok();
   const std::span<const int32_t> prefix = std::span<const int32_t>(seq.tokens).first(static_cast<size_t>(seq.n_computed));
-  const std::optional<int32_t> row = prefix_cache_->begin_insert(prefix);
+  const std::optional<int32_t> row = prefix_cache_->begin_insert(prefix, seq.request.cache_salt);
   if (!row) return Status::ok();  // already cached, or every snapshot is pinned
   if (Status st = guarded([&] { return runner_->save_state(seq.slot, *row); }); !st.is_ok()) {
     prefix_cache_->abort_insert(*row);
     return st;
   }
-  return prefix_cache_->commit_insert(prefix, *row, seq.pages.pages());
+  return prefix_cache_->commit_insert(prefix, seq.request.cache_salt, *row, seq.pages.pages());
 }
 
 bool EngineImpl::grow_pages(Sequence& seq, int32_t n_tokens) {

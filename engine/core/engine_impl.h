@@ -66,6 +66,11 @@ class EngineImpl final : public Engine {
   // chunk; the hit adopted on admission (pages shared or copied, snapshot loaded); a snapshot of its committed state
   // as an entry over tokens [0, n_computed).
   bool uses_prefix_cache(const Sequence& seq) const;
+  // Whether the waiting sequences' pinned hits cost a running sequence this step (it gets no tokens, or someone is
+  // preempted): then the step is planned again without them.
+  bool pins_cost_running(const std::vector<SchedSeq>& views, const StepPlan& plan) const;
+  // A waiting sequence held back while an admitted one with the same prompt prefills towards its snapshot.
+  bool waits_for_sibling(const Sequence& seq) const;
   void refresh_hit(Sequence& seq);
   void drop_hit(Sequence& seq);
   int32_t next_snapshot(const Sequence& seq) const;

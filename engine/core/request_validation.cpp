@@ -27,6 +27,10 @@ Status validate_request(const Request& r, const RequestLimits& limits) {
                               " is outside the vocabulary [0, " + std::to_string(limits.vocab_size) + ")");
     }
   }
+  if (r.n_prompt_resume < 0 || r.n_prompt_resume > n_prompt) {
+    return invalid_argument("n_prompt_resume must be in [0, " + std::to_string(n_prompt) + "] (the prompt's length), got " +
+                            std::to_string(r.n_prompt_resume));
+  }
   if (r.n_prompt_logits < 0 || r.n_prompt_logits > n_prompt) {
     return invalid_argument("n_prompt_logits must be in [0, " + std::to_string(n_prompt) + "] (the prompt's length), got " +
                             std::to_string(r.n_prompt_logits));

@@ -68,6 +68,7 @@ struct Sequence {
   int32_t snapshot_at = 0;
   int32_t n_tokens_cached = 0;
   bool admitted_once = false;
+  bool verify_pending = false;  // this step runs a verify item of it that is not committed yet
 };
 
 }  // namespace voltserve

@@ -28,6 +28,10 @@ class MtpDrafter {
   // `batch` is the step as the main forward ran it (its rows and page table), `result` its results; the drafts go
   // into result.rows[i].drafts of each drafting sequence's last emitted row.
   Status run(const StepRequest& request, const StepBatch& batch, const Qwen35Model& model, StepResult& result);
+  // The head's KV of one page copied to another (a prefix-cache hit's partial last page, beside the main model's).
+  Status copy_page(Backend& backend, int32_t src_page, int32_t dst_page) {
+    return backend.copy_kv_page(cache_, page_size_, src_page, dst_page);
+  }
 
  private:
   struct Drafting {

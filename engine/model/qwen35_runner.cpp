@@ -191,7 +191,9 @@ Status Qwen35Runner::load_state(int32_t snapshot, int32_t slot) {
 Status Qwen35Runner::copy_page(int32_t src_page, int32_t dst_page) {
   VS_RETURN_IF_ERROR(check_index(src_page, geometry_.n_pages, "page"));
   VS_RETURN_IF_ERROR(check_index(dst_page, geometry_.n_pages, "page"));
-  return model_->copy_page(cache_, src_page, dst_page);
+  VS_RETURN_IF_ERROR(model_->copy_page(cache_, src_page, dst_page));
+  // The MTP head's KV is paged over the same page ids: a speculating hit drafts from it.
+  return drafter_ ? drafter_->copy_page(*backend_, src_page, dst_page) : Status::ok();
 }
 
 Status Qwen35Runner::build_batch(const StepRequest& request) {

@@ -158,7 +158,7 @@ class Planner {
     }
     for (int32_t i : order_) {
       if (seqs_[i].admitted) continue;
-      if (n_admitted_ >= limits_.max_running || free_slots_ <= 0) break;
+      if (n_admitted_ >= limits_.max_running || free_slots_ <= 0 || seqs_[i].hold) break;
       const int32_t chunk = stop_at(i, std::min({remaining(i), limits_.prefill_chunk, budget_}));
       if (chunk <= 0) break;
       const int32_t whole = pages_to_target(i) - seqs_[i].n_pages_held;

@@ -29,6 +29,10 @@ struct SchedSeq {
   // n_stop: a prefill chunk stops at this position (a snapshot is taken there; 0: none).
   int32_t n_pages_freeable = -1;
   int32_t n_stop = 0;
+  // A waiting sequence that is not admitted this step: an admitted one with the same prompt is still prefilling and
+  // will leave a snapshot this one resumes from (n > 1 siblings, identical requests). FCFS: nobody behind it is
+  // admitted either.
+  bool hold = false;
 };
 
 struct SchedulerLimits {

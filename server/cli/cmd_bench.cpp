@@ -279,7 +279,8 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
 }  // namespace
 
 void register_bench_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks: linear kernels, and the engine end to end (decode, prefill)");
+  auto* cmd = app.add_subcommand("bench", "Benchmarks: linear kernels, and the engine end to end (decode, prefill, "
+                                          "prefix-cache)");
   auto* linear = cmd->add_subcommand("linear", "Weight-streaming linear kernels: us, GB/s, % of the read ceiling");
   linear->allow_extras();
   linear->callback([linear] {
@@ -317,6 +318,7 @@ void register_bench_command(CLI::App& app) {
   add_engine_bench_options(prefill, *prefill_args);
   prefill->add_option("--prompt", prefill_args->prompt, "Prompt length (default 2048)");
   prefill->callback([prefill_args] { run_prefill(*prefill_args); });
+  register_bench_prefix_cache(*cmd);
   cmd->require_subcommand(1);
 }
 

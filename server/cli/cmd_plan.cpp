@@ -30,6 +30,7 @@ struct PlanArgs {
   int32_t speculative_k = 0;
   int32_t max_tokens_per_step = 256;
   int32_t kv_pages = 0;
+  int32_t prefix_snapshots = kDefaultPrefixSnapshots;  // serve's default, so the plan is the one serve loads
   std::string kernel_family = "sm80";
   std::string lm_head = "keep";
   bool fit = false;
@@ -44,6 +45,7 @@ MemoryPlanRequest make_request(const PlanArgs& a, int64_t gpu_bytes) {
   r.model.synthetic_config = a.config;
   r.model.max_context = a.context;
   r.model.n_pages = a.kv_pages;
+  r.model.n_prefix_snapshots = a.prefix_snapshots;
   r.model.kernel_family = a.kernel_family;
   r.model.lm_head = a.lm_head;
   r.engine.max_running = a.max_running;
@@ -183,6 +185,9 @@ void register_plan_command(CLI::App& app) {
   cmd->add_option("--max-tokens-per-step", a->max_tokens_per_step, "the engine's token budget per step (default 256)");
   cmd->add_option("--kv-pages", a->kv_pages, "KV pages of 16 tokens (default: as many as fit, up to every running "
                                              "sequence at full context)");
+  cmd->add_option("--prefix-cache-snapshots", a->prefix_snapshots,
+                  "prefix-cache GDN state snapshots (default 8, serve's; 0 = --no-prefix-cache)")
+      ->check(CLI::Range(0, 1 << 16));
   cmd->add_option("--kernel-family", a->kernel_family, "weight layout: sm70 (V100) or sm80 (Ampere and newer; default)")
       ->check(CLI::IsMember({"sm70", "sm80"}));
   cmd->add_option("--lm-head", a->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")

@@ -14,6 +14,7 @@ void register_logits_command(CLI::App& app);      // cmd_logits.cpp   (engine co
 void register_tokenize_command(CLI::App& app);    // cmd_tokenize.cpp (tokenizer): tokenize + detokenize
 void register_render_command(CLI::App& app);      // cmd_render.cpp   (chat templates)
 void register_bench_command(CLI::App& app);       // cmd_bench.cpp    (kernels / benchmarks)
+void register_bench_prefix_cache(CLI::App& bench);  // cmd_bench_prefix_cache.cpp: `bench prefix-cache`
 void register_plan_command(CLI::App& app);        // cmd_plan.cpp     (the memory plan)
 void register_quantize_command(CLI::App& app);    // cmd_quantize.cpp (checkpoint quantizer)
 void register_synth_command(CLI::App& app);       // cmd_synth.cpp    (synthetic checkpoints)

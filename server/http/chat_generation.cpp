@@ -104,12 +104,25 @@ PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool
   return out;
 }
 
+int32_t generation_prompt_start(const ServerContext& ctx, const std::vector<int32_t>& prompt_ids) {
+  // The Qwen templates open every turn with <|im_start|>; the last one in the prompt is the generation prompt's.
+  if (!ctx.tokenizer) return 0;
+  const std::optional<int32_t> im_start = ctx.tokenizer->token_id("<|im_start|>");
+  if (!im_start) return 0;
+  for (size_t i = prompt_ids.size(); i-- > 0;) {
+    if (prompt_ids[i] == *im_start) return static_cast<int32_t>(i);
+  }
+  return 0;
+}
+
 std::unique_ptr<Generation> submit_chat(ServerContext& ctx, const std::string& request_id, const PreparedChat& prepared,
                                         const openai::ChatRequest& request) {
   auto generation = std::make_unique<Generation>(*ctx.engine);
+  const int32_t resume = generation_prompt_start(ctx, prepared.prompt_ids);
   for (int i = 0; i < request.options.n; ++i) {
     Request r = make_engine_request(ctx, request_id, i, prepared.prompt_ids, request.options);
     r.constraint_after_token = prepared.constraint_after_token;
+    r.n_prompt_resume = resume;
     Status s = generation->submit(i, std::move(r));
     if (!s.is_ok()) throw openai::api_error_from_status(s, s.code() == StatusCode::kOutOfRange ? "messages" : "");
   }
@@ -145,6 +158,7 @@ bool ChatGenerationSession::all_finished() const {
 openai::Usage ChatGenerationSession::usage() const {
   openai::Usage u;
   u.prompt_tokens = n_prompt_;
+  u.cached_tokens = cached_tokens(0, static_cast<int>(choices_.size()), n_prompt_);
   u.completion_tokens = 0;
   u.reasoning_tokens = 0;
   for (const Choice& c : choices_) {

@@ -29,6 +29,11 @@ struct PreparedChat {
 // 400 for a conversation the template rejects, context_length_exceeded when `check_context` and it does not fit.
 PreparedChat prepare_chat(ServerContext& ctx, openai::ChatRequest& request, bool check_context = true);
 
+// Where the generation prompt starts in a rendered chat prompt (its last <|im_start|>; 0 when there is none): the
+// engine snapshots the state there, because the next turn renders this turn differently from that point on (the
+// Qwen3.5 templates drop the <think> block of earlier turns), so a chat's next turn resumes there.
+int32_t generation_prompt_start(const ServerContext& ctx, const std::vector<int32_t>& prompt_ids);
+
 // Submits one engine request per choice; throws the ApiError of a refused submission (queue full, ...).
 std::unique_ptr<Generation> submit_chat(ServerContext& ctx, const std::string& request_id, const PreparedChat& prepared,
                                         const openai::ChatRequest& request);

@@ -73,6 +73,11 @@ class CompletionSession final : public GenerationSession {
   openai::Usage usage() const override {
     openai::Usage u;
     for (int64_t n : n_prompt_) u.prompt_tokens += n;
+    // Per prompt, its choices' prompt-level figure (choices are prompt * n + j).
+    const int n = request_.options.n;
+    for (size_t p = 0; p < n_prompt_.size(); ++p) {
+      u.cached_tokens += cached_tokens(static_cast<int>(p) * n, n, n_prompt_[p]);
+    }
     for (const auto& c : choices_) u.completion_tokens += c->n_tokens;
     return with_speculation(u);
   }

@@ -43,6 +43,11 @@ void GenerationSession::wait_for_event(std::string* sse, bool& idle) {
     return;
   }
   if (ev) {
+    if (ev->event.finished && ev->choice >= 0) {
+      const auto c = static_cast<size_t>(ev->choice);
+      if (cached_.size() <= c) cached_.resize(c + 1, -1);
+      if (cached_[c] < 0) cached_[c] = ev->event.n_tokens_cached;
+    }
     if (ev->event.finished && ev->event.n_tokens_drafted > 0) {
       const Event& e = ev->event;
       speculation_.drafted_tokens += e.n_tokens_drafted;
@@ -171,6 +176,17 @@ openai::Usage GenerationSession::with_speculation(openai::Usage u) const {
   u.drafted_per_position = speculation_.drafted_per_position;
   u.accepted_per_position = speculation_.accepted_per_position;
   return u;
+}
+
+int64_t GenerationSession::cached_tokens(int first, int count, int64_t n_prompt) const {
+  int64_t least = -1;
+  for (int c = first; c < first + count; ++c) {
+    const auto i = static_cast<size_t>(c);
+    const int64_t v = i < cached_.size() ? cached_[i] : -1;
+    if (v < 0) continue;  // not finished (an unfinished choice has no usage to report yet)
+    least = least < 0 ? v : std::min(least, v);
+  }
+  return std::clamp<int64_t>(least, 0, n_prompt);
 }
 
 bool GenerationSession::failed_in_engine(const Event& e) {

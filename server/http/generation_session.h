@@ -9,6 +9,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <vector>
 #include <string>
 
 #include "http/access_log.h"
@@ -67,6 +68,11 @@ class GenerationSession : public StreamSession {
   bool failed_in_engine(const Event& e);
   // `u` with the speculative-decoding counts of the choices' final events so far.
   openai::Usage with_speculation(openai::Usage u) const;
+  // The prompt tokens the prefix cache served for choices [first, first + count) of one prompt: the prompt-level
+  // figure OpenAI reports, i.e. the least any of them found (siblings then reuse each other's prompt, which the
+  // client does not count as cached), from each choice's first final event (a reasoning-budget continuation's is
+  // not the request's), at most n_prompt.
+  int64_t cached_tokens(int first, int count, int64_t n_prompt) const;
 
   ServerContext& ctx_;
   std::shared_ptr<AccessRecord> record_;
@@ -89,6 +95,7 @@ class GenerationSession : public StreamSession {
   bool record_written_ = false;
   Clock::time_point last_token_{};
   openai::Usage speculation_;  // drafted / accepted of the finished choices
+  std::vector<int64_t> cached_;  // per choice: Event::n_tokens_cached of its first final event, -1 before it
 };
 
 // Answers with `session`: as an SSE stream (the access record is written when the stream ends) or as one JSON body.

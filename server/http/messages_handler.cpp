@@ -28,7 +28,8 @@ class MessagesSession final : public ChatGenerationSession {
     run_until_finished();
     finalize_record(200);
     return openai::anthropic_message(meta_.id, meta_.model, writer_.content(), stop_reason(), stop_sequence(),
-                                     openai::anthropic_usage(n_prompt_, usage().completion_tokens));
+                                     openai::anthropic_usage(n_prompt_, usage().completion_tokens,
+                                                             usage().cached_tokens));
   }
 
  private:
@@ -76,7 +77,10 @@ class MessagesSession final : public ChatGenerationSession {
   std::string usage_chunk() const override { return ""; }
 
   std::string stream_end() override {
-    Json u = {{"input_tokens", n_prompt_}, {"output_tokens", usage().completion_tokens}};
+    // message_start went out before the engine looked the prompt up (all of it as input_tokens); the final
+    // figures, with the cache's share, come here (Anthropic's message_delta usage carries the input counts too).
+    const openai::Usage final_usage = usage();
+    Json u = openai::anthropic_usage(n_prompt_, final_usage.completion_tokens, final_usage.cached_tokens);
     return openai::sse_event("message_delta",
                              {{"type", "message_delta"},
                               {"delta", {{"stop_reason", stop_reason()}, {"stop_sequence", stop_sequence()}}},

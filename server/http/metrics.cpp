@@ -116,7 +116,10 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_num_requests_running", "Sequences being decoded.", stats->n_running);
     gauge("voltserve_num_requests_waiting", "Requests in the waiting queue.", stats->n_waiting);
     gauge("voltserve_kv_pages_total", "KV cache pages.", stats->kv_pages_total);
-    gauge("voltserve_kv_pages_free", "Free KV cache pages.", stats->kv_pages_free);
+    gauge("voltserve_kv_pages_free",
+          "Free KV cache pages, counting those only the prefix cache holds (it gives them back the moment a "
+          "request needs them; voltserve_prefix_cache_pages_only).",
+          stats->kv_pages_free);
     gauge("voltserve_kv_cache_usage_perc", "Fraction of KV pages in use.",
           stats->kv_pages_total > 0 ? 1.0 - static_cast<double>(stats->kv_pages_free) / stats->kv_pages_total : 0.0);
     gauge("voltserve_state_slots_total", "Recurrent-state slots.", stats->state_slots_total);
@@ -153,6 +156,9 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
       gauge("voltserve_prefix_cache_snapshots_total", "GDN state snapshot rows.", stats->prefix_snapshots_total);
       gauge("voltserve_prefix_cache_pages", "KV pages the prefix cache holds (free for requests when needed).",
             stats->prefix_cache_pages);
+      gauge("voltserve_prefix_cache_pages_only",
+            "KV pages only the prefix cache holds (counted as free in voltserve_kv_pages_free; evicted on demand).",
+            stats->prefix_cache_pages_only);
     }
     // Speculative decoding (vLLM's spec_decode names): drafts proposed and accepted, in all and per draft position
     // (position 1 is the first draft of a round).

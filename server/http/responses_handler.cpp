@@ -69,7 +69,8 @@ class ResponsesSession final : public ChatGenerationSession {
 
   Json usage_json() const {
     openai::Usage u = usage();
-    return openai::responses_usage_json({u.prompt_tokens, u.completion_tokens, std::max<int64_t>(0, u.reasoning_tokens)});
+    return openai::responses_usage_json(
+        {u.prompt_tokens, u.completion_tokens, std::max<int64_t>(0, u.reasoning_tokens), u.cached_tokens});
   }
 
   Json object(const std::string& status, const Json& output, const Json& usage, const Json& error) const {

@@ -62,6 +62,11 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
       dst = static_cast<int32_t>(v.get<int64_t>());
       return Status::ok();
     };
+    auto boolean = [&](bool& dst) -> Status {
+      if (!v.is_boolean()) return type_error(file, k, "true or false");
+      dst = v.get<bool>();
+      return Status::ok();
+    };
     auto number = [&](double& dst) -> Status {
       if (!v.is_number() || v.get<double>() < 0) return type_error(file, k, "a non-negative number");
       dst = v.get<double>();
@@ -116,6 +121,7 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
       }
     }
     else if (k == "max_speculative_k") st = int32(s.max_speculative_k, 0, 31);
+    else if (k == "prefix_cache") st = boolean(s.prefix_cache);
     else if (k == "prefix_cache_snapshots") st = int32(s.prefix_cache_snapshots, 0, 1 << 16);
     else if (k == "prefix_snapshot_interval") st = int32(s.prefix_snapshot_interval, 0, 1 << 24);
     else if (k == "host") st = str(s.http.host);

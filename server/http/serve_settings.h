@@ -7,6 +7,7 @@
 #include <string>
 
 #include "http/serve_options.h"
+#include "voltserve/model_info.h"
 #include "voltserve/status.h"
 
 namespace voltserve::http {
@@ -31,9 +32,10 @@ struct ServeSettings {
   // MTP head and the backend verifies drafts.
   int32_t speculative_k = -1;
   int32_t max_speculative_k = 8;
-  // Prefix caching (engine/cache/prefix_cache.h): GDN state snapshot rows (0: off; each holds one sequence's state)
-  // and the prefill tokens between snapshots.
-  int32_t prefix_cache_snapshots = 0;
+  // Prefix caching (engine/cache/prefix_cache.h): on unless prefix_cache is false (--no-prefix-cache); GDN state
+  // snapshot rows (0: off too; each holds one sequence's state) and the prefill tokens between snapshots.
+  bool prefix_cache = true;
+  int32_t prefix_cache_snapshots = kDefaultPrefixSnapshots;
   int32_t prefix_snapshot_interval = 512;
   ServeOptions http;
 };

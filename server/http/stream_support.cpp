@@ -26,6 +26,8 @@ Request make_engine_request(const ServerContext& ctx, const std::string& request
   r.n_top_logprobs = options.logprobs ? options.top_logprobs : -1;
   r.constraint = options.constraint;
   r.speculative_k = options.speculative_k;
+  r.prefix_cache = options.prefix_cache;
+  r.cache_salt = options.cache_salt;
   return r;
 }
 

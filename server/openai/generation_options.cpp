@@ -11,6 +11,8 @@
 
 namespace voltserve::openai {
 
+constexpr size_t kMaxCacheSaltBytes = 1024;
+
 namespace {
 
 void resolve_model(const Json& body, const RequestLimits& limits, GenerationOptions& out) {
@@ -197,6 +199,16 @@ void read_generation_options(const Json& body, const RequestLimits& limits, bool
       fail_invalid("speculative_k", fmt::format("'speculative_k' must be at most {} on this server, got {}",
                                                 limits.max_speculative_k, *out.speculative_k));
     }
+  }
+  out.prefix_cache = read_bool(body, "prefix_cache", "prefix_cache").value_or(true);
+  if (auto salt = read_string(body, "cache_salt", "cache_salt")) {
+    // vLLM's rule: a salt, when given, is a non-empty string. Bounded: every cached entry keeps a copy.
+    if (salt->empty()) fail_invalid("cache_salt", "'cache_salt' must be a non-empty string if provided");
+    if (salt->size() > kMaxCacheSaltBytes) {
+      fail_invalid("cache_salt", fmt::format("'cache_salt' may be at most {} bytes, got {}", kMaxCacheSaltBytes,
+                                             salt->size()));
+    }
+    out.cache_salt = std::move(*salt);
   }
   if (auto min_tokens = read_integer(body, "min_tokens", "min_tokens", 0, kMaxTokensCap); min_tokens && *min_tokens > 0) {
     fail_unsupported("min_tokens", "'min_tokens' is not supported by this server");

@@ -35,6 +35,10 @@ struct GenerationOptions {
   // `structured` compiled for the model (http/constraint_compile.h); make_engine_request hands it to the engine.
   std::shared_ptr<const CompiledConstraint> constraint;
   std::optional<int32_t> speculative_k;  // extension: drafts per round, 0 off, -1 "auto"; unset: the server's
+  // Prefix caching: `prefix_cache: false` (extension) neither looks up nor feeds the cache; `cache_salt` (vLLM)
+  // shares cached prefixes only with requests of the same salt.
+  bool prefix_cache = true;
+  std::string cache_salt;
 };
 
 // Reads every shared field of `body` into `out`; throws ApiError naming the field on any problem.

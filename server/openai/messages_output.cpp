@@ -3,6 +3,8 @@
 // an empty signature: this server signs nothing, and ignores the signatures it is sent back.
 #include "openai/messages_output.h"
 
+#include <algorithm>
+
 #include "openai/messages_request.h"
 
 namespace voltserve::openai {
@@ -77,9 +79,10 @@ void MessagesWriter::tool_use(int index, const std::string& call_id, const std::
 
 void MessagesWriter::finish(Json& events) { close(events); }
 
-Json anthropic_usage(int64_t input_tokens, int64_t output_tokens) {
-  return {{"input_tokens", input_tokens}, {"cache_creation_input_tokens", 0}, {"cache_read_input_tokens", 0},
-          {"output_tokens", output_tokens}};
+Json anthropic_usage(int64_t prompt_tokens, int64_t output_tokens, int64_t cached_tokens) {
+  cached_tokens = std::clamp<int64_t>(cached_tokens, 0, prompt_tokens);
+  return {{"input_tokens", prompt_tokens - cached_tokens}, {"cache_creation_input_tokens", 0},
+          {"cache_read_input_tokens", cached_tokens}, {"output_tokens", output_tokens}};
 }
 
 Json anthropic_message(const std::string& id, const std::string& model, const Json& content, const Json& stop_reason,

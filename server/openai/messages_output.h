@@ -40,7 +40,9 @@ class MessagesWriter {
 // {"event": name, "data": payload}, the unit MessagesWriter emits.
 Json anthropic_event(const char* name, Json payload);
 
-Json anthropic_usage(int64_t input_tokens, int64_t output_tokens);
+// Anthropic's split: input_tokens are the prompt tokens not read from the cache, cache_read_input_tokens those
+// that were (their sum is the prompt); voltserve writes no cache entries a client pays for, so creation is 0.
+Json anthropic_usage(int64_t prompt_tokens, int64_t output_tokens, int64_t cached_tokens = 0);
 Json anthropic_message(const std::string& id, const std::string& model, const Json& content, const Json& stop_reason,
                        const Json& stop_sequence, const Json& usage);
 

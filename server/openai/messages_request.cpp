@@ -189,7 +189,7 @@ MessagesRequest parse_messages_request(const Json& body, const RequestLimits& ba
     chat["max_tokens"] = *max_tokens;
     if (auto t = read_number(body, "temperature", "temperature", 0.0, 1.0)) chat["temperature"] = *t;
     for (const char* key : {"top_p", "top_k", "stream", "min_p", "presence_penalty", "frequency_penalty",
-                            "repetition_penalty", "seed", "ignore_eos"}) {
+                            "repetition_penalty", "seed", "ignore_eos", "prefix_cache", "cache_salt"}) {
       if (const Json* v = find_field(body, key)) chat[key] = *v;
     }
     if (const Json* stops = find_field(body, "stop_sequences")) {

@@ -30,7 +30,7 @@ Json usage_json(const Usage& usage) {
   u["prompt_tokens"] = usage.prompt_tokens;
   u["completion_tokens"] = usage.completion_tokens;
   u["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
-  u["prompt_tokens_details"] = {{"cached_tokens", 0}};
+  u["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
   if (usage.reasoning_tokens >= 0) u["completion_tokens_details"] = {{"reasoning_tokens", usage.reasoning_tokens}};
   if (usage.drafted_tokens > 0) {  // an extension object, as vLLM-style clients ignore unknown usage keys
     u["speculative"] = {{"drafted_tokens", usage.drafted_tokens},

@@ -24,6 +24,7 @@ struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t reasoning_tokens = -1;  // < 0: completion_tokens_details omitted
+  int64_t cached_tokens = 0;      // prompt tokens the prefix cache served (prompt_tokens_details.cached_tokens)
   // Speculative decoding (all choices): drafts proposed and accepted, per draft position; omitted when none.
   int64_t drafted_tokens = 0;
   int64_t accepted_tokens = 0;

@@ -10,7 +10,7 @@ namespace voltserve::openai {
 Json responses_usage_json(const ResponsesUsage& u) {
   Json j;
   j["input_tokens"] = u.input_tokens;
-  j["input_tokens_details"] = {{"cached_tokens", 0}};
+  j["input_tokens_details"] = {{"cached_tokens", u.cached_tokens}};
   j["output_tokens"] = u.output_tokens;
   j["output_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
   j["total_tokens"] = u.input_tokens + u.output_tokens;

@@ -17,6 +17,7 @@ struct ResponsesUsage {
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;
   int64_t reasoning_tokens = 0;
+  int64_t cached_tokens = 0;  // of input_tokens, served by the prefix cache
 };
 
 Json responses_usage_json(const ResponsesUsage& usage);

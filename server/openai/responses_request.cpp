@@ -405,7 +405,7 @@ ResponsesRequest parse_responses_request(const Json& body, const RequestLimits& 
   for (const char* key : {"model", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                           "repetition_penalty", "repeat_penalty", "seed", "stop", "ignore_eos", "skip_special_tokens",
                           "logit_bias", "stop_token_ids", "parallel_tool_calls", "stream", "chat_template_kwargs",
-                          "include_reasoning", "thinking_token_budget", "user"}) {
+                          "include_reasoning", "thinking_token_budget", "user", "prefix_cache", "cache_salt"}) {
     if (const Json* v = find_field(body, key)) chat[key] = *v;
   }
   int64_t cap = limits.context_length > 0 ? limits.context_length : kMaxTokensCap;

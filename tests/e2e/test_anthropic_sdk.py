@@ -1,7 +1,7 @@
 """e2e: the official anthropic Python SDK against a real voltserve (fixture model, CPU): messages.create and
 messages.stream (text, tool use with a tool_result round trip, thinking with its budget), count_tokens, errors in
 Anthropic's shape, and x-api-key auth. The model is random-weight: checks are on shapes, event order and invariants
-(streamed == non-streamed, count_tokens == usage.input_tokens)."""
+(streamed == non-streamed, count_tokens == usage.input_tokens + cache_read_input_tokens)."""
 import json
 
 import anthropic
@@ -38,6 +38,11 @@ def check_stream_order(c, events, what):
     c.check(open_index is None, f"{what}: every block stopped")
 
 
+def prompt_of(usage):
+    # Anthropic's input_tokens exclude what was read from the cache (on by default here): the prompt is the sum.
+    return usage.input_tokens + (usage.cache_read_input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
+
+
 def main():
     with Server() as srv:
         client = anthropic.Anthropic(base_url=srv.base, api_key="unused", max_retries=0, timeout=120)
@@ -56,7 +61,7 @@ def main():
                                                 system=[{"type": "text", "text": "Be brief."}],
                                                 metadata={"user_id": "u1"})
             sys_text = client.messages.create(model=model, max_tokens=4, messages=MSG, extra_body=GREEDY, system="Be brief.")
-            c.check(sys_blocks.usage.input_tokens == sys_text.usage.input_tokens > m.usage.input_tokens,
+            c.check(prompt_of(sys_blocks.usage) == prompt_of(sys_text.usage) > prompt_of(m.usage),
                     "system as blocks == as a string, and it is in the prompt")
             # A stop sequence cut from the greedy answer.
             base = client.messages.create(model=model, max_tokens=24, messages=MSG, extra_body=GREEDY).content
@@ -75,7 +80,7 @@ def main():
             m = client.messages.create(model=model, max_tokens=32000, messages=MSG,
                                        extra_body={**GREEDY, "ignore_eos": True})
             c.check(m.stop_reason == "model_context_window_exceeded", f"stop_reason {m.stop_reason}")
-            c.check(m.usage.input_tokens + m.usage.output_tokens == 1024, f"the 1024-token context is full: {m.usage}")
+            c.check(prompt_of(m.usage) + m.usage.output_tokens == 1024, f"the 1024-token context is full: {m.usage}")
 
         def streaming(c):
             with client.messages.stream(model=model, max_tokens=16, messages=MSG, extra_body=GREEDY) as s:
@@ -87,8 +92,11 @@ def main():
             c.check(final.stop_reason == ref.stop_reason and final.usage.output_tokens == ref.usage.output_tokens,
                     f"stop_reason/usage: {final.stop_reason} {final.usage} vs {ref.stop_reason} {ref.usage}")
             raw = list(client.messages.create(model=model, max_tokens=4, messages=MSG, stream=True))
-            c.check(raw[0].type == "message_start" and raw[0].message.usage.input_tokens == ref.usage.input_tokens,
-                    "message_start carries the input tokens")
+            c.check(raw[0].type == "message_start" and raw[0].message.usage.input_tokens == prompt_of(ref.usage),
+                    "message_start carries the input tokens (all of them: the cache is looked up later)")
+            delta = [e for e in raw if e.type == "message_delta"][-1]
+            c.check(prompt_of(delta.usage) == prompt_of(ref.usage) and delta.usage.cache_read_input_tokens > 0,
+                    f"message_delta's usage splits the prompt into uncached and cached: {delta.usage}")
 
         def tool_use(c):
             choice = {"type": "tool", "name": "get_weather"}
@@ -116,7 +124,7 @@ def main():
                                  {"type": "text", "text": "Thanks, and tomorrow?"}]}]
             r2 = client.messages.create(model=model, max_tokens=6, messages=history, tools=TOOLS)
             c.check(r2.stop_reason in ("end_turn", "max_tokens", "tool_use"), "tool_result round trip answers")
-            c.check(r2.usage.input_tokens > m.usage.input_tokens, "the tool result is in the prompt")
+            c.check(prompt_of(r2.usage) > prompt_of(m.usage), "the tool result is in the prompt")
             err = client.messages.create(model=model, max_tokens=2, messages=history[:-1] + [{"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": uses[0].id, "is_error": True,
                  "content": [{"type": "text", "text": "no network"}]}]}], tools=TOOLS)
@@ -169,7 +177,7 @@ def main():
         def count_tokens(c):
             n = client.messages.count_tokens(model=model, messages=MSG)
             m = client.messages.create(model=model, max_tokens=2, messages=MSG)
-            c.check(n.input_tokens == m.usage.input_tokens, f"count_tokens {n.input_tokens} == usage {m.usage.input_tokens}")
+            c.check(n.input_tokens == prompt_of(m.usage), f"count_tokens {n.input_tokens} == usage {m.usage}")
             t = client.messages.count_tokens(model=model, messages=MSG, tools=TOOLS, system="Be brief.")
             c.check(t.input_tokens > n.input_tokens, "tools and system are counted")
 

@@ -34,7 +34,7 @@ TEST_CASE("voltserve plan prints a 27B plan that fits a 32 GB V100", "[e2e]") {
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);
   for (const char* want : {"memory plan:", "weights NVFP4", "embedding fp16", "lm_head", "KV cache fp16",
-                           "GDN state fp32", "activations", "kernel scratch", "CUDA graphs (estimate)",
+                           "GDN state fp32", "prefix snapshots fp32", "8 rows x", "activations", "kernel scratch", "CUDA graphs (estimate)",
                            "safety margin", ": fits"}) {
     CHECK(r.out.find(want) != std::string::npos);
   }

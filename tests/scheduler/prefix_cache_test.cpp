@@ -2,6 +2,7 @@
 // references, pins, LRU eviction and reclaimable pages, against hand-checked small cases and seeded random prompts.
 #include <algorithm>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -21,12 +22,13 @@ std::vector<int32_t> iota_tokens(int32_t n, int32_t base = 100) {
 }
 
 // Inserts tokens as an entry over freshly allocated pages (the cache retains them; the "sequence" then lets go).
-int32_t insert(PrefixCache& cache, PageAllocator& pool, const std::vector<int32_t>& tokens) {
-  std::optional<int32_t> row = cache.begin_insert(tokens);
+int32_t insert(PrefixCache& cache, PageAllocator& pool, const std::vector<int32_t>& tokens,
+               const std::string& salt = "") {
+  std::optional<int32_t> row = cache.begin_insert(tokens, salt);
   if (!row) return -1;
   std::vector<int32_t> pages;
   REQUIRE(pool.allocate_n(pages_for_tokens(static_cast<int32_t>(tokens.size()), cache.page_size()), pages));
-  REQUIRE(cache.commit_insert(tokens, *row, pages).is_ok());
+  REQUIRE(cache.commit_insert(tokens, salt, *row, pages).is_ok());
   for (int32_t p : pages) REQUIRE(pool.release(p).is_ok());
   return *row;
 }
@@ -172,4 +174,52 @@ TEST_CASE("random prompts: lookup equals a brute-force longest common entry", "[
     INFO("query " << q << " limit " << limit);
     CHECK((hit ? hit->n_tokens : 0) == expect);
   }
+}
+
+TEST_CASE("cache salts isolate: equal tokens under another salt never hit, the same salt does", "[unit]") {
+  PageAllocator pool(64);
+  PrefixCache cache(8, 16, pool);
+  const std::vector<int32_t> t = iota_tokens(40);
+  CHECK(chain_seed("") != chain_seed("tenant-a"));
+  CHECK(chain_seed("tenant-a") != chain_seed("tenant-b"));
+  CHECK(block_hash_chain(t, 16, chain_seed("tenant-a")) != block_hash_chain(t, 16));
+  REQUIRE(insert(cache, pool, t, "tenant-a") >= 0);
+  CHECK_FALSE(cache.lookup(t, 40));               // no salt
+  CHECK_FALSE(cache.lookup(t, 40, "tenant-b"));   // another salt
+  const auto hit = cache.lookup(t, 40, "tenant-a");
+  REQUIRE(hit);
+  CHECK(hit->n_tokens == 40);
+  // The same tokens under another salt are a new entry, not "already cached".
+  CHECK(insert(cache, pool, t, "tenant-b") >= 0);
+  CHECK(insert(cache, pool, t) >= 0);
+  CHECK(cache.stats().n_entries == 3);
+  CHECK(insert(cache, pool, t, "tenant-a") == -1);  // equal entry: touched, no row taken
+  cache.clear();
+  CHECK(pool.n_free() == 64);
+}
+
+TEST_CASE("retention: a conversation's deep, recently hit prefix outlives its shallow snapshots and older traffic",
+          "[unit]") {
+  // A chat's chain of snapshots (two interval stops, the prompt end, the reply's end), then unrelated requests;
+  // the next turn hits the deepest entry. When the rows run out, what goes first is everything that was not hit
+  // since — the conversation's own shallow snapshots included — and the deep prefix stays.
+  PageAllocator pool(256);
+  PrefixCache cache(6, 16, pool);
+  const std::vector<int32_t> turn = iota_tokens(93, 7000);
+  auto first = [&](int32_t n) { return std::vector<int32_t>(turn.begin(), turn.begin() + n); };
+  for (int32_t p : {32, 64, 69, 93}) REQUIRE(insert(cache, pool, first(p)) >= 0);
+  REQUIRE(insert(cache, pool, iota_tokens(50, 100)) >= 0);
+  REQUIRE(insert(cache, pool, iota_tokens(50, 200)) >= 0);
+  std::vector<int32_t> next_turn = turn;
+  for (int32_t i = 0; i < 20; ++i) next_turn.push_back(9000 + i);
+  auto hit = cache.lookup(next_turn, static_cast<int32_t>(next_turn.size()) - 1);
+  REQUIRE(hit);
+  CHECK(hit->n_tokens == 93);
+  for (int32_t k = 0; k < 5; ++k) REQUIRE(insert(cache, pool, iota_tokens(30, 1000 + 100 * k)) >= 0);
+  CHECK(cache.stats().n_evictions == 5);
+  hit = cache.lookup(next_turn, static_cast<int32_t>(next_turn.size()) - 1);
+  REQUIRE(hit);
+  CHECK(hit->n_tokens == 93);  // the deep prefix is still there
+  CHECK_FALSE(cache.lookup(first(64), 64));  // its shallow snapshots went first
+  CHECK_FALSE(cache.lookup(iota_tokens(50, 100), 50));
 }

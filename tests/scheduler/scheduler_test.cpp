@@ -322,3 +322,21 @@ TEST_CASE("prefix caching: preemption counts only the pages it would free", "[un
   CHECK(plan.preempted.empty());
   CHECK(find(plan, 0) == nullptr);
 }
+
+TEST_CASE("prefix caching: a held waiting sequence is not admitted, and nobody behind it is", "[unit]") {
+  // 1 prefills; 2 (its sibling) is held until 1's prompt snapshot exists; 3 arrived later and waits behind it.
+  SchedSeq first{1, true, 0, 40, 0};
+  SchedSeq sibling = waiting(2, 40);
+  sibling.hold = true;
+  std::vector<SchedSeq> seqs = {first, sibling, waiting(3, 10)};
+  StepPlan plan = plan_step(seqs, limits(64, 16), 100, 4);
+  REQUIRE(find(plan, 0) != nullptr);
+  CHECK(find(plan, 1) == nullptr);
+  CHECK(find(plan, 2) == nullptr);
+  // Released: both are admitted in arrival order.
+  seqs[1].hold = false;
+  plan = plan_step(seqs, limits(64, 16), 100, 4);
+  REQUIRE(find(plan, 1) != nullptr);
+  CHECK(find(plan, 1)->admit);
+  REQUIRE(find(plan, 2) != nullptr);
+}

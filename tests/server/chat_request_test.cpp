@@ -214,3 +214,18 @@ TEST_CASE("speculative_k: an integer up to the server's limit or \"auto\"; unset
   CHECK(parse("auto").options.speculative_k == -1);
   CHECK_API_ERROR(parse(1), 400, "speculative_k");
 }
+
+TEST_CASE("prefix cache fields: prefix_cache opts out, cache_salt is a non-empty bounded string", "[unit]") {
+  ChatRequest r = parse_chat_request(base(), limits());
+  CHECK(r.options.prefix_cache);
+  CHECK(r.options.cache_salt.empty());
+  r = parse_with("prefix_cache", false);
+  CHECK_FALSE(r.options.prefix_cache);
+  r = parse_with("cache_salt", "tenant-a");
+  CHECK(r.options.cache_salt == "tenant-a");
+  CHECK_API_ERROR(parse_with("prefix_cache", "no"), 400, "prefix_cache");
+  CHECK_API_ERROR(parse_with("cache_salt", ""), 400, "cache_salt");
+  CHECK_API_ERROR(parse_with("cache_salt", 7), 400, "cache_salt");
+  CHECK_API_ERROR(parse_with("cache_salt", std::string(1025, 'x')), 400, "cache_salt");
+  CHECK(parse_with("cache_salt", std::string(1024, 'x')).options.cache_salt.size() == 1024);
+}

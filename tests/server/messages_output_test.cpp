@@ -46,3 +46,14 @@ TEST_CASE("messages writer: the message object", "[unit]") {
   CHECK(m["usage"]["output_tokens"] == 4);
   CHECK(m["stop_sequence"].is_null());
 }
+
+TEST_CASE("messages usage: input_tokens are the uncached rest, cache_read_input_tokens the cached part", "[unit]") {
+  Json u = anthropic_usage(100, 7, 60);
+  CHECK(u["input_tokens"] == 40);
+  CHECK(u["cache_read_input_tokens"] == 60);
+  CHECK(u["cache_creation_input_tokens"] == 0);
+  CHECK(u["output_tokens"] == 7);
+  CHECK(anthropic_usage(10, 1, 25)["input_tokens"] == 0);  // never more cached than the prompt
+  CHECK(anthropic_usage(10, 1, 25)["cache_read_input_tokens"] == 10);
+  CHECK(anthropic_usage(10, 1)["input_tokens"] == 10);
+}

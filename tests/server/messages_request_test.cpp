@@ -138,3 +138,10 @@ TEST_CASE("messages: tool_use ids", "[unit]") {
   CHECK(tool_use_id("call_0123abcd") == "toolu_0123abcd");
   CHECK(tool_use_id("other") == "other");
 }
+
+TEST_CASE("messages: the prefix-cache extensions reach the chat request", "[unit]") {
+  MessagesRequest r = parse(body(R"("prefix_cache": false, "cache_salt": "s1")"));
+  CHECK_FALSE(r.chat.options.prefix_cache);
+  CHECK(r.chat.options.cache_salt == "s1");
+  CHECK(parse(body("")).chat.options.prefix_cache);
+}

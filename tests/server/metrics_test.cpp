@@ -44,12 +44,18 @@ TEST_CASE("prefix cache counters render: queries, hits and hit tokens", "[unit]"
   s.n_prefix_cache_hits_total = 3;
   s.n_tokens_prefix_cached_total = 1234;
   s.prefix_snapshots_used = 2;
+  s.prefix_cache_pages = 9;
+  s.prefix_cache_pages_only = 5;
   const std::string text = m.render(&s, "tiny");
   CHECK(text.find("# TYPE voltserve_prefix_cache_hits_total counter\nvoltserve_prefix_cache_hits_total{model_name=\"tiny\"} 3\n") !=
         std::string::npos);
   CHECK(text.find("voltserve_prefix_cache_queries_total{model_name=\"tiny\"} 7\n") != std::string::npos);
   CHECK(text.find("voltserve_prefix_cache_hit_tokens_total{model_name=\"tiny\"} 1234\n") != std::string::npos);
   CHECK(text.find("voltserve_prefix_cache_snapshots_used{model_name=\"tiny\"} 2\n") != std::string::npos);
+  CHECK(text.find("voltserve_prefix_cache_pages{model_name=\"tiny\"} 9\n") != std::string::npos);
+  CHECK(text.find("voltserve_prefix_cache_pages_only{model_name=\"tiny\"} 5\n") != std::string::npos);
+  CHECK(text.find("# HELP voltserve_kv_pages_free Free KV cache pages, counting those only the prefix cache holds") !=
+        std::string::npos);
 }
 
 TEST_CASE("speculative decoding counters render per draft position", "[unit]") {

@@ -94,3 +94,11 @@ TEST_CASE("responses writer: an unfinished item is incomplete", "[unit]") {
   CHECK(r["usage"]["output_tokens_details"]["reasoning_tokens"] == 1);
   CHECK(r["object"] == "response");
 }
+
+TEST_CASE("responses usage: input_tokens_details.cached_tokens", "[unit]") {
+  CHECK(responses_usage_json({30, 4, 1})["input_tokens_details"]["cached_tokens"] == 0);
+  const Json u = responses_usage_json({30, 4, 1, 22});
+  CHECK(u["input_tokens_details"]["cached_tokens"] == 22);
+  CHECK(u["input_tokens"] == 30);
+  CHECK(u["total_tokens"] == 34);
+}

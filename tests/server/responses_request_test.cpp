@@ -166,3 +166,10 @@ TEST_CASE("responses: every bad field is a 4xx naming it", "[unit]") {
   bad(R"({"input": "x", "temperature": 9})", 400, "temperature");
   bad(R"({"input": "x", "model": "gpt-9"})", 404, "model");
 }
+
+TEST_CASE("responses: the prefix-cache extensions reach the chat request", "[unit]") {
+  ResponsesRequest r = parse(R"({"input": "hi", "prefix_cache": false, "cache_salt": "s1"})");
+  CHECK_FALSE(r.chat.options.prefix_cache);
+  CHECK(r.chat.options.cache_salt == "s1");
+  CHECK(parse(R"({"input": "hi"})").chat.options.prefix_cache);
+}

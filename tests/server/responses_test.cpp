@@ -73,3 +73,11 @@ TEST_CASE("usage carries the speculative extension object only when drafts were 
   CHECK(s["accepted_per_position"] == Json::array({4, 2}));
   CHECK(usage_json(u)["total_tokens"] == 29);  // the standard keys are unchanged by it
 }
+
+TEST_CASE("usage reports the prefix cache's share in prompt_tokens_details.cached_tokens", "[unit]") {
+  Usage u{20, 9, -1};
+  CHECK(usage_json(u)["prompt_tokens_details"]["cached_tokens"] == 0);
+  u.cached_tokens = 15;
+  CHECK(usage_json(u)["prompt_tokens_details"]["cached_tokens"] == 15);
+  CHECK(usage_json(u)["prompt_tokens"] == 20);  // cached tokens are part of the prompt, as OpenAI counts them
+}

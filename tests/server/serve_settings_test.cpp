@@ -92,7 +92,8 @@ TEST_CASE("the default model is the bundled fixture", "[unit]") {
 
 TEST_CASE("the prefix cache settings come from the config file, range-checked", "[unit]") {
   ServeSettings s;
-  CHECK(s.prefix_cache_snapshots == 0);
+  CHECK(s.prefix_cache);  // on by default
+  CHECK(s.prefix_cache_snapshots == kDefaultPrefixSnapshots);
   REQUIRE(apply_config_file(write("vs_cfg_prefix.json", R"({"prefix_cache_snapshots": 12, "prefix_snapshot_interval": 256})"), s).is_ok());
   CHECK(s.prefix_cache_snapshots == 12);
   CHECK(s.prefix_snapshot_interval == 256);
@@ -122,4 +123,13 @@ TEST_CASE("speculative_k and max_speculative_k come from the config file", "[uni
   CHECK_FALSE(parse_speculative_k("32", k));
   CHECK_FALSE(parse_speculative_k("2x", k));
   CHECK_FALSE(parse_speculative_k("", k));
+}
+
+TEST_CASE("prefix_cache: false in the config file turns the cache off; a non-bool is refused naming the key", "[unit]") {
+  ServeSettings s;
+  REQUIRE(apply_config_file(write("vs_cfg_prefix_off.json", R"({"prefix_cache": false})"), s).is_ok());
+  CHECK_FALSE(s.prefix_cache);
+  const Status bad = apply_config_file(write("vs_cfg_prefix_off_bad.json", R"({"prefix_cache": "no"})"), s);
+  CHECK_FALSE(bad.is_ok());
+  CHECK(bad.message().find("prefix_cache") != std::string::npos);
 }

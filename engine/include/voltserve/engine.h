@@ -39,7 +39,7 @@ struct EngineStats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;
   int32_t kv_pages_total = 0;
-  int32_t kv_pages_free = 0;
+  int32_t kv_pages_free = 0;  // free pages plus those only the prefix cache holds (prefix_cache_pages_only)
   int32_t state_slots_total = 0;
   int32_t state_slots_free = 0;
   int32_t context_length = 0;
@@ -68,6 +68,8 @@ struct EngineStats {
   int32_t prefix_snapshots_used = 0;
   int32_t prefix_snapshots_total = 0;
   int32_t prefix_cache_pages = 0;
+  // Of those, the pages only the cache holds (counted in kv_pages_free: evicted the moment a request needs them).
+  int32_t prefix_cache_pages_only = 0;
   bool healthy = true;
   bool draining = false;
 };

@@ -22,6 +22,12 @@ struct ModelInfo {
 };
 
 // How to load a model folder (a Hugging Face folder of the Qwen3.5 family).
+// The serving default of ModelOptions::n_prefix_snapshots (voltserve serve and plan): 8 rows, ~1.2 GB on a 27B
+// (151 MB each in fp32, about 19k tokens of its KV). A conversation's next turn needs one (its reply's end), a shared
+// prompt one more; 8 keep the recent turns of a handful of conversations without taking a full context's KV from
+// a 32 GB V100 (README, "Prefix cache").
+inline constexpr int32_t kDefaultPrefixSnapshots = 8;
+
 struct ModelOptions {
   std::string model_dir;
   std::string backend = "auto";  // cpu, cuda or auto (cuda when a GPU is visible, else cpu)

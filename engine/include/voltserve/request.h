@@ -36,6 +36,16 @@ struct Request {
   // kSpeculativeAuto: picked per round from the request's running acceptance; 1..EngineConfig::max_speculative_k.
   // Output is unchanged by it: greedy output is identical, sampled output has the same distribution.
   std::optional<int32_t> speculative_k;
+  // Prefix caching (engine/cache/prefix_cache.h): false: this request neither looks up nor feeds the cache.
+  bool prefix_cache = true;
+  // Non-empty: cached prefixes are shared only with requests that carry the same salt (vLLM's cache_salt: tenants
+  // cannot probe each other's prompts through time to first token). Mixed into the block hash chain's seed and
+  // compared exactly.
+  std::string cache_salt;
+  // > 0: a prompt position a later request is expected to resume from, snapshotted too (the chat server passes
+  // where the generation prompt starts: the next turn re-renders the history from there differently, e.g. without
+  // this turn's opening <think>). At most the prompt length.
+  int32_t n_prompt_resume = 0;
 };
 
 inline constexpr int32_t kSpeculativeAuto = -1;
