@@ -20,6 +20,31 @@ MODEL_DIR = os.path.join(SOURCE_DIR, "tests", "fixtures", "models", "tiny-chat")
 # VOLTSERVE_E2E_MODEL names another fixture folder to serve under the same name (the e2e_spec_* runs serve
 # tiny-chat-mtp, tiny-chat with an MTP head, so every request speculates: the suites must pass unchanged).
 E2E_MODEL = os.environ.get("VOLTSERVE_E2E_MODEL", "")
+# A sanitizer build serves several times slower than the plain one: the suites multiply their latency limits and
+# waits by VOLTSERVE_TEST_TIME_SCALE (set in a sanitizer build folder's test environment, cmake/Sanitizers.cmake; 1
+# otherwise), so that they check the same guarantees there instead of failing on timing. Timeouts the server is
+# given (--header-timeout and the like) are not scaled: only what a test allows on top of them.
+def _time_scale():
+    text = os.environ.get("VOLTSERVE_TEST_TIME_SCALE", "") or "1"
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1.0 <= value <= 100.0:
+        raise SystemExit(f"VOLTSERVE_TEST_TIME_SCALE must be a number from 1 to 100, not {text!r}")
+    return value
+
+
+TIME_SCALE = _time_scale()
+if TIME_SCALE != 1.0:
+    print(f"[e2e] latency limits and waits scaled by {TIME_SCALE:g} (VOLTSERVE_TEST_TIME_SCALE)", flush=True)
+
+
+def scaled(seconds):
+    """A latency limit or wait of the plain build, scaled for a slower (sanitizer) build."""
+    return seconds * TIME_SCALE
+
+
 SANITIZER_REPORT = re.compile(r"ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:|"
                               r"ThreadSanitizer: reported|SUMMARY: (Address|Undefined|Thread)")
 
@@ -46,7 +71,7 @@ class Server:
         if api_key:
             args += ["--api-key", api_key]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + ready_timeout
+        deadline = time.time() + scaled(ready_timeout)
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"voltserve exited with {self.proc.returncode}:\n{self.log_text()}")
@@ -58,7 +83,7 @@ class Server:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"voltserve not healthy after {ready_timeout} s:\n{self.log_text()}")
+        raise RuntimeError(f"voltserve not healthy after {scaled(ready_timeout)} s:\n{self.log_text()}")
 
     def log_text(self):
         self.log.flush()
@@ -97,7 +122,7 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
-                self.proc.wait(timeout=timeout)
+                self.proc.wait(timeout=scaled(timeout))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
