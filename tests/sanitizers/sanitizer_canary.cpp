@@ -8,9 +8,10 @@
 
 namespace {
 
-// volatile and argument-dependent values keep the compiler from proving the bug away at -O1.
+// Volatile pointers and argument-dependent sizes keep the compiler from proving the bug away at -O1 (it may
+// otherwise forward a store to a load past the delete, or drop a new/delete pair).
 int heap_overflow(int n) {
-  int* p = new int[static_cast<size_t>(n)];
+  int* volatile p = new int[static_cast<size_t>(n)];
   p[0] = 1;
   int v = p[n];  // one past the end
   delete[] p;
@@ -18,7 +19,7 @@ int heap_overflow(int n) {
 }
 
 int use_after_free(int n) {
-  int* p = new int[static_cast<size_t>(n)];
+  int* volatile p = new int[static_cast<size_t>(n)];
   p[0] = n;
   delete[] p;
   return p[0];
