@@ -85,7 +85,7 @@ run_exe() {
   log="$logs/$(basename "$exe").log"
   start=$SECONDS
   if "$dir/$exe" '~[gpu]' --reporter compact --colour-mode none >"$log" 2>&1; then
-    stamp "$kind: $exe passed ($((SECONDS - start)) s): $(tail -n 1 "$log")"
+    stamp "$kind: $exe passed ($((SECONDS - start)) s): $(awk 'NF { last = $0 } END { print last }' "$log")"
   else
     stamp "$kind: $exe FAILED ($((SECONDS - start)) s), $log:"
     tail -n 60 "$log"
