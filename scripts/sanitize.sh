@@ -55,9 +55,6 @@ stamp "$kind: built in $((SECONDS - t)) s"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
-if [ -s scripts/lsan.supp ]; then
-  export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
-fi
 export VOLTSERVE_SOURCE_DIR=$PWD VOLTSERVE_BINARY_DIR=$PWD/$dir
 logs="$dir/sanitize-logs"
 rm -rf "$logs" && mkdir -p "$logs"
