@@ -16,14 +16,15 @@ kind=${1:-}
 times=${VOLTSERVE_TIMES_FILE:-/dev/null}
 jobs=$(nproc)
 # Unit and golden executables, run whole (one process each: cheaper than CTest's process per test case, where
-# every process pays the sanitizer's start-up), as paths under the build folder.
+# every process pays the sanitizer's start-up), as paths under the build folder, longest first. test_memory_plan
+# is left out: under ASan it took 330 s (load ~12) to check plan arithmetic that no sanitizer adds much to.
 case "$kind" in
   asan)
     dir=${VOLTSERVE_ASAN_DIR:-build-asan}; sanitize=address,undefined
     exes=(tests/golden/test_qwen35_golden tests/server/test_server_openai tests/scheduler/test_scheduler
           tests/server/test_server_http tests/tokenizer/test_tokenizer tests/chat/chat_template_test
           tests/grammar/test_grammar tests/golden/test_prefix_cache tests/golden/test_kv_exhaustion
-          tests/server/test_server_parsers tests/plan/test_memory_plan tests/common/test_common)
+          tests/server/test_server_parsers tests/common/test_common)
     # Every route and its cancellation, structured output, tools, KV exhaustion, the lifecycle (drain at SIGTERM).
     # sanitizer_canary's planted bugs, each with the report it must produce.
     canaries=("heap-overflow:heap-buffer-overflow" "use-after-free:heap-use-after-free"
