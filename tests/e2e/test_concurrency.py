@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from harness import Checks, Server
+from harness import Checks, Server, scaled
 
 N_CLIENTS = 64
 DURATION_S = 25
@@ -90,7 +90,7 @@ def main():
             c.check(stats["disconnected"] >= 5, f"some disconnects happened ({stats['disconnected']})")
 
         def pools_back_to_full(c):
-            deadline = time.time() + 30
+            deadline = time.time() + scaled(30)
             m = {}
             while time.time() < deadline:
                 m = srv.metrics()

@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from harness import Checks, Server
+from harness import Checks, Server, scaled
 
 MSG = [{"role": "user", "content": "tell me a very long story"}]
 LONG = {"max_tokens": 4000, "ignore_eos": True}
@@ -45,8 +45,13 @@ def send_request(port, path, body):
     return s
 
 
+# The issue's limit: released within 1 s of the hang-up (a sanitizer build gets its time scale).
+RELEASE_LIMIT = scaled(1.0)
+
+
 def wait_for(srv, pred, timeout):
-    """Polls /metrics until pred(m); returns (ok, m, seconds waited)."""
+    """Polls /metrics until pred(m) for up to `timeout` (scaled) seconds; returns (ok, m, seconds waited)."""
+    timeout = scaled(timeout)
     start = time.monotonic()
     m = srv.metrics()
     while not pred(m):
@@ -87,7 +92,7 @@ def check_released(c, srv, name, m_before, n_requests, t_close):
     ok, m, _ = wait_for(srv, released, 5.0)
     took = time.monotonic() - t_close
     c.check(ok, f"{name}: idle with every page and slot free after the hang-up: {pools(m)}")
-    c.check(took < 1.0, f"{name}: released {took:.2f} s after the hang-up (< 1 s)")
+    c.check(took < RELEASE_LIMIT, f"{name}: released {took:.2f} s after the hang-up (< {RELEASE_LIMIT:g} s)")
     c.check(m.get("voltserve_client_disconnects_total", 0) == m_before.get("voltserve_client_disconnects_total", 0) + 1,
             f"{name}: one disconnect counted")
     n0, w0 = release_steps(m_before)
@@ -145,14 +150,14 @@ def main():
                 s.close()
                 ok, m, _ = wait_for(srv, lambda m: m.get("voltserve_num_requests_waiting") == 0, 5.0)
                 took = time.monotonic() - t_close
-                c.check(ok and took < 1.0, f"{name}: left the queue {took:.2f} s after the hang-up")
+                c.check(ok and took < RELEASE_LIMIT, f"{name}: left the queue {took:.2f} s after the hang-up")
                 c.check(m.get("voltserve_num_requests_running") == 1, f"{name}: the running request is unaffected")
                 c.check(m.get("voltserve_client_disconnects_total", 0) ==
                         m0.get("voltserve_client_disconnects_total", 0) + 1, f"{name}: one disconnect counted")
             t_close = time.monotonic()
             front.close()
             ok, _, _ = wait_for(srv, idle_and_full, 5.0)
-            c.check(ok and time.monotonic() - t_close < 1.0, "the streaming request is released too")
+            c.check(ok and time.monotonic() - t_close < RELEASE_LIMIT, "the streaming request is released too")
 
     def eight_clients_leave_after_one_second(c):
         with Server("--max-running", "16", context=4096) as srv:
@@ -171,7 +176,7 @@ def main():
                 return idle_and_full(m) and release_steps(m)[0] - release_steps(m0)[0] >= 8 and gone >= 8
             ok, m, _ = wait_for(srv, released, 5.0)
             took = time.monotonic() - t_close
-            c.check(ok and took < 1.0, f"all 8 released {took:.2f} s after the hang-ups")
+            c.check(ok and took < RELEASE_LIMIT, f"all 8 released {took:.2f} s after the hang-ups")
             c.check(m.get("voltserve_client_disconnects_total", 0) - m0.get("voltserve_client_disconnects_total", 0) == 8,
                     "8 disconnects counted")
             n0, w0 = release_steps(m0)

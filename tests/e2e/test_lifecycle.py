@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 
-from harness import BINARY, Checks, Server, request, sse_events
+from harness import BINARY, SANITIZER_REPORT, Checks, Server, request, scaled, sse_events
 
 
 def main():
@@ -48,8 +48,12 @@ def main():
                 c.check(json.loads(body)["data"][0]["id"] == "from-flag", "flag overrides config")
             with open(path, "w") as f:
                 json.dump({"no_such_key": 1}, f)
-            out = subprocess.run([BINARY, "serve", "--config", path, "--port", "0"], capture_output=True, timeout=30)
+            out = subprocess.run([BINARY, "serve", "--config", path, "--port", "0"], capture_output=True,
+                                 timeout=scaled(30))
             c.check(out.returncode != 0 and b"no_such_key" in out.stderr, "unknown config key is an error naming it")
+            # It fails anyway, so its exit code cannot tell a sanitizer report (a leak on the error path) apart.
+            reports = [l for l in out.stderr.decode(errors="replace").splitlines() if SANITIZER_REPORT.search(l)]
+            c.check(not reports, f"no sanitizer report on the error path: {reports[:3]}")
         finally:
             os.unlink(path)
 
@@ -83,10 +87,10 @@ def main():
 
             def long_stream():
                 result["resp"] = srv.post("/v1/completions", {"prompt": "a", "max_tokens": 600, "ignore_eos": True,
-                                                               "stream": True}, timeout=120)
+                                                               "stream": True}, timeout=scaled(120))
             t = threading.Thread(target=long_stream)
             t.start()
-            time.sleep(0.3)
+            time.sleep(scaled(0.3))   # the stream is running (a sanitizer build takes longer to start it)
             srv.proc.send_signal(signal.SIGTERM)
             time.sleep(0.1)
             try:
@@ -94,14 +98,14 @@ def main():
                 c.check(status == 503, f"new request while draining -> 503 ({status})")
             except OSError:
                 c.check(True, "")  # already closed: also refuses new work
-            t.join(timeout=120)
+            t.join(timeout=scaled(120))
             status, _, body = result.get("resp", (0, {}, b""))
             datas, _ = sse_events(body)
             c.check(status == 200 and datas and datas[-1] == "[DONE]", "in-flight stream finished during drain")
             chunks = [json.loads(d) for d in datas[:-1]]
             c.check(any(ch["choices"] and ch["choices"][0].get("finish_reason") == "length" for ch in chunks),
                     "it ran to its length")
-            code = srv.proc.wait(timeout=60)
+            code = srv.proc.wait(timeout=scaled(60))
             c.check(code == 0, f"exit code 0 after drain ({code})")
         finally:
             srv.stop()

@@ -7,7 +7,7 @@ import socket
 import threading
 import time
 
-from harness import Checks, Server, raise_open_files
+from harness import Checks, Server, raise_open_files, scaled
 
 N_BURST = 300
 
@@ -54,7 +54,7 @@ def main():
                 while not done.is_set():
                     t = time.monotonic()
                     try:
-                        status, _, _ = srv.get("/health", timeout=2)
+                        status, _, _ = srv.get("/health", timeout=scaled(2))
                     except OSError:
                         status = 0
                     health.append((status, time.monotonic() - t))
@@ -98,8 +98,9 @@ def main():
             c.check(statuses.get(200, 0) >= 16, f"some were served ({statuses.get(200, 0)})")
             shed = statuses.get(429, 0) + statuses.get(503, 0)
             c.check(shed > 0, "the burst went beyond the queue (some were shed)")
-            c.check(all(h[0] == 200 and h[1] < 1.0 for h in health), f"/health answered 200 within 1 s throughout: "
-                                                                      f"{[h for h in health if h[0] != 200 or h[1] >= 1.0][:5]}")
+            limit = scaled(1.0)   # the 1 s (a sanitizer build gets its time scale)
+            slow = [h for h in health if h[0] != 200 or h[1] >= limit]
+            c.check(not slow, f"/health answered 200 within {limit:g} s throughout: {slow[:5]}")
             m = srv.metrics()
             got = m.get("voltserve_requests_shed_total", 0) - m0.get("voltserve_requests_shed_total", 0)
             c.check(got == shed, f"voltserve_requests_shed_total counts the shed requests ({got}, saw {shed})")
@@ -112,7 +113,7 @@ def main():
             c.check("1024" in err.get("message", ""), f"the message names the limit: {err.get('message')}")
 
         def pools_full_afterwards(c):
-            deadline = time.time() + 30
+            deadline = time.time() + scaled(30)
             m = srv.metrics()
             while time.time() < deadline:
                 m = srv.metrics()

@@ -5,7 +5,7 @@ import json
 import socket
 import time
 
-from harness import Checks, Server
+from harness import Checks, Server, scaled
 
 OK_MSG = [{"role": "user", "content": "hi"}]
 
@@ -196,7 +196,7 @@ def main():
             s.close()
 
         def healthy_afterwards(c):
-            deadline = time.time() + 20
+            deadline = time.time() + scaled(20)
             m = srv.metrics()
             while time.time() < deadline:
                 m = srv.metrics()

@@ -15,7 +15,7 @@ import statistics
 import threading
 import time
 
-from harness import Checks, Server, open_fds, raise_open_files, rss_bytes
+from harness import Checks, Server, open_fds, raise_open_files, rss_bytes, scaled
 
 N_CLIENTS = 24
 OK_OR_SHED = (200, 429, 503)
@@ -23,7 +23,7 @@ OK_OR_SHED = (200, 429, 503)
 
 def raw(port, data, timeout=60, read=True):
     """Sends bytes on a fresh connection; returns (status or None, whole response bytes)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s = socket.create_connection(("127.0.0.1", port), timeout=scaled(timeout))
     try:
         s.sendall(data)
         if not read:
@@ -85,7 +85,7 @@ class Soak:
         """Leaves while the answer is being generated or the request is still queued, streaming or not."""
         stream = rng.random() < 0.5
         body = {**chat_body(rng, stream), "max_tokens": 400, "ignore_eos": True}
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=scaled(30))
         s.sendall(http_request("/v1/chat/completions", body))
         if stream and rng.random() < 0.5:
             s.recv(rng.randint(1, 2000))
@@ -96,7 +96,7 @@ class Soak:
 
     def slow_sender(self, rng):
         data = http_request("/v1/chat/completions", chat_body(rng, False))
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=scaled(30))
         piece = max(1, len(data) // 6)
         for i in range(0, len(data), piece):
             s.sendall(data[i:i + piece])
@@ -112,7 +112,7 @@ class Soak:
         self.record("slow_sender", status, status in OK_OR_SHED, out)
 
     def slow_reader(self, rng):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=scaled(30))
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         s.sendall(http_request("/v1/chat/completions", {**chat_body(rng, True), "max_tokens": 64}))
         out = b""
@@ -127,10 +127,10 @@ class Soak:
         self.record("slow_reader", status, status in OK_OR_SHED and (status != 200 or b"[DONE]" in out), out)
 
     def idle_connection(self, rng):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=scaled(30))
         if rng.random() < 0.5:
             s.sendall(b"GET /health HTTP/1.1\r\nX-Slow: ")  # never finished: the header timeout ends it
-        s.settimeout(6)
+        s.settimeout(scaled(6))   # past the server's --header-timeout 2
         try:
             out = s.recv(4096)
         except socket.timeout:
@@ -214,7 +214,7 @@ def main():
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(timeout=args.seconds + 120)
+                t.join(timeout=args.seconds + scaled(120))
             sampler.join()
             print(f"  actions: {dict(sorted(soak.counts.items()))}")
             c.check(not soak.bad, f"unexpected answers ({len(soak.bad)}): {soak.bad[:6]}")
@@ -222,7 +222,7 @@ def main():
             c.check(srv.proc.poll() is None, "the server is alive")
 
         def pools_and_sockets_back(c):
-            deadline = time.time() + 30
+            deadline = time.time() + scaled(30)
             m = srv.metrics()
             while time.time() < deadline:
                 m = srv.metrics()
@@ -254,11 +254,13 @@ def main():
             ts = [t for t, _ in samples if t >= args.seconds * 0.3]
             slope = statistics.linear_regression(ts, warm).slope if len(set(ts)) > 1 else 0.0
             peak = max(r for _, r in samples)
+            bound = max(16 * 2**20, 0.15 * head)
             print(f"  RSS: {samples[0][1] / 2**20:.1f} MiB at the start, {head / 2**20:.1f} MiB after the warm-up, "
-                  f"{tail / 2**20:.1f} MiB at the end (peak {peak / 2**20:.1f}); slope after the warm-up "
-                  f"{slope * 60 / 2**20:+.2f} MiB/min over {args.seconds:.0f} s, {len(samples)} samples")
-            c.check(tail - head < max(16 * 2**20, 0.15 * head),
-                    f"RSS flat after the warm-up: grew {(tail - head) / 2**20:.1f} MiB")
+                  f"{tail / 2**20:.1f} MiB at the end (peak {peak / 2**20:.1f}); growth after the warm-up "
+                  f"{(tail - head) / 2**20:+.1f} MiB, bound {bound / 2**20:.1f} MiB (16 MiB or 15% of the warm RSS); "
+                  f"slope {slope * 60 / 2**20:+.2f} MiB/min over {args.seconds:.0f} s, {len(samples)} samples")
+            c.check(tail - head < bound,
+                    f"RSS flat after the warm-up: grew {(tail - head) / 2**20:.1f} MiB, bound {bound / 2**20:.1f} MiB")
 
         Checks().run([soak_run, pools_and_sockets_back, memory_flat])
 
