@@ -98,7 +98,7 @@ void split_by_sign(const NumberRange& r, Branch& pos, Branch& neg) {
         pos.lo = Magnitude{"0", "", true};  // m > 0
         neg.empty = true;                   // -m > 0 never
       } else {
-        neg.hi = Magnitude{"0", "", false};  // -m >= 0: m = 0 ("-0")
+        neg.empty = true;  // -m >= 0: m = 0, written "0"
       }
     } else if (v.negative) {
       neg.hi = magnitude(*r.lo);  // -m >= lo: m <= |lo|
@@ -123,6 +123,8 @@ void split_by_sign(const NumberRange& r, Branch& pos, Branch& neg) {
       pos.hi = magnitude(*r.hi);
     }
   }
+  // Zero is written without a sign: "-0" is valid JSON, but a client may well read it as negative.
+  if (!neg.lo) neg.lo = Magnitude{"0", "", true};
 }
 
 enum Phase : int { kStart, kSign, kZero, kInt, kDot, kFrac };

@@ -46,7 +46,7 @@ struct NumberRange {
 constexpr int64_t kMaxIntegerMultiple = 1000;
 
 // Rules `rule ::= ...` (and helpers `rule_<n>`) for the numbers `-?(0|[1-9][0-9]*)(.[0-9]{1,F})?` (no exponent,
-// at most max_significant_digits) whose value lies in `range`; "-0" and "-0.0" count as zero. Throws std::invalid_argument when no such number
+// at most max_significant_digits, zero never with a '-') whose value lies in `range`. Throws std::invalid_argument when no such number
 // exists.
 std::string number_range_ebnf(const NumberRange& range, const std::string& rule);
 

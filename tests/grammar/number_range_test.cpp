@@ -66,6 +66,7 @@ bool oracle(const std::string& text, const TestRange& r) {
     return false;
   }
   const Fixed v = *fixed(text);
+  if (text[0] == '-' && v.digits.find_first_not_of('0') == std::string::npos) return false;  // "-0", "-0.0"
   if (r.lo) {
     const int c = cmp(v, *fixed(*r.lo));
     if (c < 0 || (c == 0 && r.lo_exclusive)) return false;
@@ -306,15 +307,16 @@ TEST_CASE("unbounded sides and special bounds", "[unit]") {
                                            {"0.0000000000000001", false}, {"123456789012345", true},
                                            {"1234567890123456", false}, {"1.23456789012345", true},
                                            {"1.234567890123456", false}, {"-0.1", false}});
-  check({std::nullopt, "0", false, false}, {{"0", true}, {"-0", true}, {"-0.0", true}, {"0.1", false},
+  check({std::nullopt, "0", false, false}, {{"0", true}, {"-0", false}, {"-0.0", false}, {"0.1", false},
                                             {"-12345678901234.5", true}, {"-123456789012345.5", false}});
   check({"-1.5", "-0.25", false, true}, {{"-1.5", true}, {"-1.50", true}, {"-1.51", false}, {"-0.25", false},
                                          {"-0.2500000000001", true}, {"-0.24", false}, {"0", false}, {"-1", true}});
   check({"0.001", "0.001", false, false}, {{"0.001", true}, {"0.0010", true}, {"0.0011", false}, {"0", false}});
   TestRange ints{"0.5", "10.5", false, false, 0, 0};
   check(ints, {{"0", false}, {"1", true}, {"10", true}, {"11", false}, {"1.0", false}, {"-0", false}});
+  check({"-0", "0", false, false}, {{"0", true}, {"0.000", true}, {"-0", false}, {"-0.0", false}});
   TestRange mult{"-30", "30", false, true, 0, 7};
-  check(mult, {{"-28", true}, {"-30", false}, {"0", true}, {"-0", true}, {"21", true}, {"28", true}, {"22", false}});
+  check(mult, {{"-28", true}, {"-30", false}, {"0", true}, {"-0", false}, {"21", true}, {"28", true}, {"22", false}});
   CHECK_THROWS_AS(compile_range(to_range({"1", "0.5", false, false})), std::invalid_argument);
   CHECK_THROWS_AS(compile_range(to_range({"1", "1", true, false})), std::invalid_argument);
   CHECK_THROWS_AS(compile_range(to_range({"0.11", "0.19", false, false, 1, 0})), std::invalid_argument);
