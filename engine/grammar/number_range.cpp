@@ -372,9 +372,36 @@ std::string number_range_ebnf(const NumberRange& range, const std::string& rule)
     return std::any_of(next[i].begin(), next[i].end(), [](int t) { return t >= 0; });
   };
   auto rule_name = [&](int b) { return b == block[0] ? rule : fmt::format("{}_{}", rule, b); };
+  // A free tail of length n: up to n more digits, any of them, then the end (the fraction digits left under the
+  // caps). Printed inline as [0-9]{0,n} instead of a chain of n rules (fewer rules: faster for XGrammar to compile).
+  std::map<int, int> tail;  // block -> n; 0 for a final state
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [b, i] : rep) {
+      if (tail.count(b) || !accept[i]) continue;
+      if (!has_edges(i)) {
+        tail[b] = 0;
+        changed = true;
+        continue;
+      }
+      const int t0 = next[i][2];  // '0'
+      bool free = t0 >= 0 && next[i][0] < 0 && next[i][1] < 0;
+      for (int c = 2; c < kSymbols && free; ++c) free = next[i][static_cast<size_t>(c)] == t0;
+      const int tb = free ? block[static_cast<size_t>(t0)] : -1;
+      if (free && tb != b && tail.count(tb)) {
+        tail[b] = tail[tb] + 1;
+        changed = true;
+      }
+    }
+  }
+  auto target = [&](int tb) {
+    if (!tail.count(tb)) return fmt::format(" {}", rule_name(tb));
+    const int len = tail.at(tb);
+    return len == 0 ? std::string() : (len == 1 ? std::string(" [0-9]?") : fmt::format(" [0-9]{{0,{}}}", len));
+  };
   std::string out;
   for (const auto& [b, i] : rep) {
-    if (!has_edges(i)) continue;  // a final state: edges into it print as the character alone
+    if (tail.count(b)) continue;  // printed where it is used
     std::map<int, std::vector<char>> digits_to;  // target block -> digits
     std::vector<std::string> alts;
     std::vector<char> self_loop;
@@ -388,14 +415,10 @@ std::string number_range_ebnf(const NumberRange& range, const std::string& rule)
       } else if (ch >= '0' && ch <= '9') {
         digits_to[tb].push_back(ch);
       } else {
-        const size_t ti = rep.at(tb);
-        alts.push_back(fmt::format("\"{}\"{}", ch, has_edges(ti) ? " " + rule_name(tb) : ""));
+        alts.push_back(fmt::format("\"{}\"{}", ch, target(tb)));
       }
     }
-    for (const auto& [tb, chars] : digits_to) {
-      const size_t ti = rep.at(tb);
-      alts.push_back(digit_class(chars) + (has_edges(ti) ? " " + rule_name(tb) : ""));
-    }
+    for (const auto& [tb, chars] : digits_to) alts.push_back(digit_class(chars) + target(tb));
     // S ::= C S | A | "" (when accepting) is S ::= C* (A)?; digits are the only characters that loop.
     std::string body;
     if (!self_loop.empty()) body = digit_class(self_loop) + "* ";

@@ -455,7 +455,7 @@ TEST_CASE("number ranges: compile and mask time on the Qwen3 vocabulary", "[.][b
       R"("temp":{"type":"number","minimum":-273.15,"maximum":1000},"tiny":{"type":"number","minimum":-0.001,)"
       R"("maximum":0.001},"opt":{"type":"number","exclusiveMaximum":-0.5,"minimum":-2}},)"
       R"("required":["p","price","temp","tiny","opt"],"additionalProperties":false})";
-  nlohmann::json plain = nlohmann::json::parse(ranged);
+  nlohmann::ordered_json plain = nlohmann::ordered_json::parse(ranged);  // ordered: the properties keep their order
   for (auto& [k, v] : plain["properties"].items()) v = {{"type", "number"}};
   for (const auto& [name, schema] : {std::pair{"plain numbers", plain.dump()}, std::pair{"ranged numbers", ranged}}) {
     Result<std::unique_ptr<GrammarCompiler>> c = GrammarCompiler::create(t.value(), t.value().vocab_size(), stops);
@@ -476,9 +476,12 @@ TEST_CASE("number ranges: compile and mask time on the Qwen3 vocabulary", "[.][b
     REQUIRE(encoded.is_ok());
     const std::vector<int32_t>& ids = encoded.value();
     const auto t2 = std::chrono::steady_clock::now();
+    std::string prefix;
     for (int32_t id : ids) {
       m->fill_mask(mask.data());
+      INFO(name << ": after '" << prefix << "'");
       REQUIRE(m->accept(id));
+      prefix += t.value().decode(std::vector<int32_t>{id});
     }
     const auto t3 = std::chrono::steady_clock::now();
     auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
