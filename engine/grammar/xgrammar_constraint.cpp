@@ -1,7 +1,8 @@
 // voltserve/grammar.h over XGrammar 0.1.34 (scripts/xgrammar.sh): the tokenizer's vocabulary as raw bytes per id,
 // compiled grammars cached by their spec, one GrammarMatcher per sequence. XGrammar reports bad input by throwing;
 // every call into it is caught here and becomes a Status. kTriggered becomes an XGrammar structural tag
-// (triggered_tags), its parts' middles printed to EBNF. Tested by tests/grammar/grammar_test.cpp.
+// (triggered_tags), its parts' middles printed to EBNF; ranged numbers in a schema are our rules
+// (schema_number_ranges.h). Tested by tests/grammar/grammar_test.cpp.
 #include <dlpack/dlpack.h>
 
 #include <list>
@@ -15,6 +16,7 @@
 #include <xgrammar/xgrammar.h>
 
 #include "grammar/choice_grammar.h"
+#include "grammar/schema_number_ranges.h"
 #include "voltserve/grammar.h"
 
 namespace voltserve {
@@ -181,8 +183,7 @@ class XgCompiler final : public GrammarCompiler {
   static xgrammar::Grammar grammar(const ConstraintSpec& s) {
     switch (s.kind) {
       case ConstraintSpec::Kind::kJsonSchema:
-        return xgrammar::Grammar::FromJSONSchema(s.text, s.any_whitespace, std::nullopt, compact_separators(s),
-                                                 s.strict);
+        return json_schema(s);
       case ConstraintSpec::Kind::kJsonObject:
         return xgrammar::Grammar::FromJSONSchema(R"({"type": "object"})", s.any_whitespace, std::nullopt,
                                                  compact_separators(s), /*strict_mode=*/false);
@@ -208,6 +209,15 @@ class XgCompiler final : public GrammarCompiler {
         return triggered(s);
     }
     throw std::invalid_argument("unknown constraint kind");
+  }
+  // A schema whose ranged numbers XGrammar would not enforce is converted with placeholders in their place, and its
+  // EBNF compiled with our range rules substituted (schema_number_ranges.h).
+  static xgrammar::Grammar json_schema(const ConstraintSpec& s) {
+    const SchemaNumberRanges ranges = extract_number_ranges(s.text);
+    xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(ranges.schema, s.any_whitespace, std::nullopt,
+                                                            compact_separators(s), s.strict);
+    if (ranges.ranges.empty()) return g;
+    return xgrammar::Grammar::FromEBNF(substitute_number_ranges(g.ToString(), ranges), "root");
   }
   static bool holds_json(const ConstraintSpec& s) {
     if (s.kind == ConstraintSpec::Kind::kJsonSchema || s.kind == ConstraintSpec::Kind::kJsonObject) return true;

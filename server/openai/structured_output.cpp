@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -102,50 +101,16 @@ std::optional<StructuredOutput> vllm_structured_outputs(const Json& body) {
   return found[0];
 }
 
-// XGrammar 0.1.34 enforces minimum/maximum on integers but not on other numbers: refuse such a schema rather than
-// return output that does not validate. Returns the JSON pointer of the first such subschema, or "".
-std::string unenforced_number_range(const Json& s, const std::string& at) {
-  if (s.is_object()) {
-    const Json* type = find_field(s, "type");
-    const bool number = type && ((type->is_string() && *type == "number") ||
-                                 (type->is_array() && std::find(type->begin(), type->end(), "number") != type->end()));
-    if (number) {
-      for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}) {
-        if (find_field(s, k)) return at.empty() ? "/" : at;
-      }
-    }
-    for (auto it = s.begin(); it != s.end(); ++it) {
-      std::string found = unenforced_number_range(it.value(), at + "/" + it.key());
-      if (!found.empty()) return found;
-    }
-  } else if (s.is_array()) {
-    for (size_t i = 0; i < s.size(); ++i) {
-      std::string found = unenforced_number_range(s[i], at + "/" + std::to_string(i));
-      if (!found.empty()) return found;
-    }
-  }
-  return "";
-}
-
-std::string checked_schema(const Json& schema, const std::string& param) {
-  const std::string at = unenforced_number_range(schema, "");
-  if (!at.empty()) {
-    fail_unsupported(param, fmt::format("'{}' at {}: ranges (minimum/maximum/multipleOf) on non-integer numbers are "
-                                        "not supported; use \"type\": \"integer\" or drop the range", param, at));
-  }
-  return schema.dump();
-}
-
 }  // namespace
 
 std::string schema_text(const Json& value, const std::string& param) {
-  if (value.is_object()) return checked_schema(value, param);
+  if (value.is_object()) return value.dump();
   if (value.is_string()) {
     Json parsed = Json::parse(value.get<std::string>(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !parsed.is_object()) {
       fail_invalid(param, fmt::format("'{}' must be a JSON schema (an object, or a string holding one)", param));
     }
-    return checked_schema(parsed, param);
+    return parsed.dump();
   }
   if (value.is_boolean() && value.get<bool>()) return "{}";
   fail_invalid(param, fmt::format("'{}' must be a JSON schema (an object), got {}", param, json_type_name(value)));

@@ -25,8 +25,9 @@ WEATHER = {"type": "object", "properties": {
 LOOKUP = {"type": "object", "properties": {
     "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{3}$"},
     "ids": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 99}, "minItems": 1, "maxItems": 3},
-    "v": {"anyOf": [{"type": "integer", "minimum": -9, "maximum": 9}, {"type": "null"}]}},
-    "required": ["code", "ids", "v"], "additionalProperties": False}
+    "v": {"anyOf": [{"type": "integer", "minimum": -9, "maximum": 9}, {"type": "null"}]},
+    "w": {"type": ["number", "null"], "exclusiveMinimum": 0.5, "maximum": 0.75}},
+    "required": ["code", "ids", "v", "w"], "additionalProperties": False}
 PING = {"type": "object", "properties": {}, "additionalProperties": False}
 SCHEMAS = {"get_weather": WEATHER, "lookup": LOOKUP, "ping": PING}
 

@@ -4,6 +4,7 @@ emits noise: every output below that ends with finish_reason "stop" must parse a
 llama.cpp's json_schema, and the openai SDK's chat.completions.parse with a Pydantic model; the same requests without
 the constraint must produce invalid output (so the checks can fail); bad schemas and grammars are 400s naming the
 field, and the server stays up."""
+import decimal
 import json
 import re
 from typing import List, Literal, Optional
@@ -41,6 +42,32 @@ SCHEMAS = {
                "required": ["n", "m"], "additionalProperties": False},
     "bounded_array": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9},
                       "minItems": 2, "maxItems": 4},
+    # Ranged non-integer numbers (the grammar's own range rules, not XGrammar's): top level, nested, in arrays,
+    # optional, nullable, through $ref, with multipleOf, and integers with non-integer bounds.
+    "number_top": {"type": "number", "minimum": -1.5, "maximum": 2.25},
+    "number_fields": {"type": "object", "properties": {
+        "p": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "price": {"type": "number", "minimum": 0.01, "maximum": 1000, "multipleOf": 0.01},
+        "temp": {"type": "number", "minimum": -273.15, "maximum": 1e3},
+        "tiny": {"type": "number", "minimum": -1e-3, "maximum": 1e-3},
+        "opt": {"type": "number", "exclusiveMaximum": -0.5, "minimum": -2},
+        "nested": {"type": "object", "properties": {"w": {"type": "number", "minimum": 0.5, "maximum": 0.75}},
+                   "required": ["w"], "additionalProperties": False}},
+        "required": ["p", "price", "temp", "tiny", "nested"], "additionalProperties": False},
+    "number_array": {"type": "object", "properties": {
+        "xs": {"type": "array", "items": {"type": "number", "minimum": 0.25, "maximum": 0.75}, "minItems": 1,
+               "maxItems": 4}}, "required": ["xs"], "additionalProperties": False},
+    "number_nullable": {"type": "object", "properties": {
+        "a": {"type": ["number", "null"], "minimum": -10, "maximum": -9.5},
+        "b": {"anyOf": [{"type": "number", "minimum": 99.5, "maximum": 100}, {"type": "null"}]}},
+        "required": ["a", "b"], "additionalProperties": False},
+    "number_defs": {"$defs": {"prob": {"type": "number", "minimum": 0, "maximum": 1}}, "type": "object",
+                    "properties": {"x": {"$ref": "#/$defs/prob"}, "y": {"$ref": "#/$defs/prob"}},
+                    "required": ["x", "y"], "additionalProperties": False},
+    "integer_fraction_bounds": {"type": "object", "properties": {
+        "n": {"type": "integer", "minimum": 0.5, "maximum": 9.5},
+        "m": {"type": "integer", "multipleOf": 5, "minimum": -50, "maximum": 50}},
+        "required": ["n", "m"], "additionalProperties": False},
 }
 
 
@@ -49,8 +76,10 @@ def rf(schema, name="out"):
 
 
 def valid(text, schema):
+    # Numbers as Decimal on both sides: exclusive bounds and multipleOf are then checked exactly, not in binary.
     try:
-        jsonschema.validate(json.loads(text), schema)
+        exact = json.loads(json.dumps(schema), parse_float=decimal.Decimal)
+        jsonschema.validate(json.loads(text, parse_float=decimal.Decimal), exact)
         return True
     except (ValueError, jsonschema.ValidationError):
         return False
@@ -159,6 +188,26 @@ def main():
                     n_parsed += 1
             c.check(n_parsed >= 2, f"parse() outputs end ({n_parsed} of 3)")
 
+            # Pydantic float fields with ranges (Field(ge=..., le=...), gt/lt, an Optional one): minimum / maximum /
+            # exclusive* on "number" in the schema the SDK sends.
+            class Reading(pydantic.BaseModel):
+                probability: float = pydantic.Field(ge=0.0, le=1.0)
+                price: float = pydantic.Field(gt=0, lt=100.5)
+                offset: Optional[float] = pydantic.Field(default=None, ge=-2.5, le=-1.25)
+
+            n_parsed = 0
+            for seed in range(3):
+                r = client.chat.completions.parse(model=model, messages=MSG, response_format=Reading, max_tokens=400,
+                                                  temperature=1.0, seed=seed, extra_body=OFF)
+                ch = r.choices[0]
+                if ch.finish_reason == "stop":
+                    p = ch.message.parsed
+                    c.check(isinstance(p, Reading), f"parse() gives a Reading: {ch.message.content!r}")
+                    c.check(valid(ch.message.content, Reading.model_json_schema()),
+                            f"the Reading validates: {ch.message.content!r}")
+                    n_parsed += 1
+            c.check(n_parsed >= 2, f"parse() of ranged floats ends ({n_parsed} of 3)")
+
         def reasoning_then_constraint(c):
             # Thinking on with a budget: the reasoning is free, the constraint starts after </think>.
             schema = SCHEMAS["flat"]
@@ -174,10 +223,11 @@ def main():
             params = {"type": "object", "properties": {
                 "city": {"type": "string", "maxLength": 10},
                 "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                "lat": {"type": "number", "minimum": -90, "maximum": 90},
                 "unit": {"enum": ["c", "f"]},
                 "detail": {"type": "object", "properties": {"hourly": {"type": "boolean"}},
                            "required": ["hourly"], "additionalProperties": False}},
-                "required": ["city", "days", "unit", "detail"], "additionalProperties": False}
+                "required": ["city", "days", "lat", "unit", "detail"], "additionalProperties": False}
             other = {"type": "object", "properties": {"q": {"type": "string", "maxLength": 8}}, "required": ["q"]}
             tools = [{"type": "function", "function": {"name": "get_weather", "parameters": params, "strict": True}},
                      {"type": "function", "function": {"name": "search", "parameters": other}}]
@@ -223,8 +273,11 @@ def main():
                 ({"guided_grammar": "root ::= "}, "guided_grammar"),
                 ({"grammar": "root ::= undefined_rule"}, "grammar"),
                 ({"guided_choice": []}, "guided_choice"),
-                ({"response_format": rf({"type": "object", "properties": {"x": {"type": "number", "maximum": 2.5}}})},
+                ({"response_format": rf({"type": "object", "properties": {"x": {"type": "number", "multipleOf": 0.3}}})},
                  "response_format.json_schema.schema"),
+                ({"response_format": rf({"type": "number", "minimum": 2, "exclusiveMaximum": 2})},
+                 "response_format.json_schema.schema"),
+                ({"guided_json": {"type": "integer", "multipleOf": 1000000}}, "guided_json"),
                 ({"guided_regex": "a+", "guided_choice": ["a"]}, "guided_choice"),
             ]
             for extra, param in cases:
