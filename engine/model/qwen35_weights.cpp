@@ -48,6 +48,15 @@ class Loader {
 
 }  // namespace
 
+Status load_kv_scales(WeightProvider& source, const std::string& k_name, const std::string& v_name,
+                      Qwen35AttentionLayer& layer) {
+  VS_ASSIGN_OR_RETURN(std::optional<float> k, source.optional_scalar(k_name));
+  VS_ASSIGN_OR_RETURN(std::optional<float> v, source.optional_scalar(v_name));
+  layer.k_scale = k.value_or(1.0f);
+  layer.v_scale = v.value_or(1.0f);
+  return Status::ok();
+}
+
 Result<Qwen35Weights> load_qwen35_weights(WeightProvider& source, const ModelConfig& config, Backend& backend) {
   Loader ld(source, backend);
   const std::string& prefix = config.tensor_prefix;
@@ -83,6 +92,7 @@ Result<Qwen35Weights> load_qwen35_weights(WeightProvider& source, const ModelCon
       VS_ASSIGN_OR_RETURN(L.attn.o_proj, ld.linear({{m("self_attn.o_proj"), H}}, nh * hd));
       VS_ASSIGN_OR_RETURN(L.attn.norms.q_norm, ld.vector(m("self_attn.q_norm.weight"), {hd}, true));
       VS_ASSIGN_OR_RETURN(L.attn.norms.k_norm, ld.vector(m("self_attn.k_norm.weight"), {hd}, true));
+      VS_RETURN_IF_ERROR(load_kv_scales(source, m("self_attn.k_proj.k_scale"), m("self_attn.v_proj.v_scale"), L.attn));
     } else {
       const int64_t conv_dim = config.linear_conv_dim(), vdim = config.linear_value_dim();
       const int64_t nv = config.linear_n_value_heads, K = config.linear_conv_kernel_dim;

@@ -32,6 +32,7 @@ struct PlanArgs {
   int32_t kv_pages = 0;
   std::string kernel_family = "sm80";
   std::string lm_head = "keep";
+  std::string kv_cache_dtype = "auto";
   bool fit = false;
   bool json = false;
 };
@@ -46,6 +47,7 @@ MemoryPlanRequest make_request(const PlanArgs& a, int64_t gpu_bytes) {
   r.model.n_pages = a.kv_pages;
   r.model.kernel_family = a.kernel_family;
   r.model.lm_head = a.lm_head;
+  r.model.kv_cache_dtype = a.kv_cache_dtype;
   r.engine.max_running = a.max_running;
   r.engine.max_tokens_per_step = a.max_tokens_per_step;
   r.speculative_k = a.speculative_k;
@@ -132,7 +134,7 @@ void run_fit(const PlanArgs& a, int64_t gpu_bytes) {
     return;
   }
   std::cout << "what fits: " << head << " on " << format_bytes(gpu_bytes) << ", speculative-k " << a.speculative_k
-            << ", lm_head " << a.lm_head << ", weights for " << a.kernel_family
+            << ", lm_head " << a.lm_head << ", KV " << a.kv_cache_dtype << ", weights for " << a.kernel_family
             << " (sequences at once, each at the full context)\n";
   std::printf("  %10s  %12s  %12s  %12s\n", "context", "max-running", "KV cache", "total");
   for (const auto& r : rows) {
@@ -187,6 +189,9 @@ void register_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"sm70", "sm80"}));
   cmd->add_option("--lm-head", a->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
+  cmd->add_option("--kv-cache-dtype", a->kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "
+                  "kv_cache_quant_algo is FP8, else fp16), fp16 or fp8 (e4m3: half the bytes, twice the pages)")
+      ->check(CLI::IsMember({"auto", "fp16", "fp8"}));
   cmd->add_flag("--fit", a->fit, "per context (4k .. 256k, or --context), the most sequences that fit at once at that "
                                  "full context");
   cmd->add_flag("--json", a->json, "print JSON");
