@@ -68,7 +68,7 @@ Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const Mod
   VS_ASSIGN_OR_RETURN(L.attn.o_proj, linear({{p + "self_attn.o_proj", H}}, nh * hd));
   VS_ASSIGN_OR_RETURN(L.attn.norms.q_norm, norm(p + "self_attn.q_norm.weight", hd));
   VS_ASSIGN_OR_RETURN(L.attn.norms.k_norm, norm(p + "self_attn.k_norm.weight", hd));
-  VS_RETURN_IF_ERROR(load_kv_scales(source, p + "self_attn.k_proj.k_scale", p + "self_attn.v_proj.v_scale", L.attn));
+  VS_RETURN_IF_ERROR(load_kv_scales(source, p + "self_attn.", L.attn));
   VS_ASSIGN_OR_RETURN(L.gate_up, linear({{p + "mlp.gate_proj", config.intermediate_size},
                                          {p + "mlp.up_proj", config.intermediate_size}},
                                         H));

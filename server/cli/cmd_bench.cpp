@@ -272,7 +272,9 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_option("--seed", a.seed, "Seed of the synthetic weights (default 1)");
   cmd->add_option("--lm-head", a.lm_head, "keep, fp8 or nvfp4 (the lm_head quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
-  cmd->add_option("--kv-cache-dtype", a.kv_cache_dtype, "KV pages: " "auto (fp8 when the checkpoint's kv_cache_quant_algo is FP8, else fp16 on a GPU / fp32 on the CPU), fp16, " "bf16 (CPU backend only) or fp8 (e4m3 pages, half the bytes of fp16)")
+  cmd->add_option("--kv-cache-dtype", a.kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "
+                  "kv_cache_quant_algo is FP8, else fp16 on a GPU / fp32 on the CPU), fp16, bf16 (CPU "
+                  "backend only) or fp8 (e4m3: half the bytes of fp16, twice the pages)")
       ->check(CLI::IsMember({"auto", "fp16", "bf16", "fp8"}));
   cmd->add_flag("--op-timing", a.op_timing,
                 "CUDA: log the per-op device time of the steps at the end (launches eagerly: no CUDA graphs)");

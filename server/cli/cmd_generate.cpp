@@ -265,7 +265,9 @@ void register_generate_command(CLI::App& app) {
   cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
   cmd->add_option("--lm-head", args->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV pages: " "auto (fp8 when the checkpoint's kv_cache_quant_algo is FP8, else fp16 on a GPU / fp32 on the CPU), fp16, " "bf16 (CPU backend only) or fp8 (e4m3 pages, half the bytes of fp16)")
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "
+                  "kv_cache_quant_algo is FP8, else fp16 on a GPU / fp32 on the CPU), fp16, bf16 (CPU "
+                  "backend only) or fp8 (e4m3: half the bytes of fp16, twice the pages)")
       ->check(CLI::IsMember({"auto", "fp16", "bf16", "fp8"}));
   cmd->add_option("--kernel-family", args->kernel_family, "CUDA weight kernels: sm70, sm80 or auto (default: by the GPU)")
       ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
