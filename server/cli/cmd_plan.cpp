@@ -78,6 +78,7 @@ nlohmann::ordered_json plan_json(const MemoryPlan& p) {
   j["page_size"] = p.page_size;
   j["n_pages"] = p.n_pages;
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+  j["kv_cache_dtype"] = p.kv_cache_dtype;
   j["slot_bytes"] = p.slot_bytes;
   j["scratch_bytes"] = p.scratch_bytes;
   nlohmann::ordered_json items = nlohmann::ordered_json::array();
@@ -99,7 +100,7 @@ void run_fit(const PlanArgs& a, int64_t gpu_bytes) {
     for (int32_t c = 4096; c <= 262144; c *= 2) contexts.push_back(c);
   }
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  std::string head;
+  std::string head, kv_dtype;  // kv_dtype: --kv-cache-dtype resolved (auto names what the checkpoint asks for)
   for (int32_t context : contexts) {
     PlanArgs b = a;
     b.context = context;
@@ -124,17 +125,22 @@ void run_fit(const PlanArgs& a, int64_t gpu_bytes) {
         hi = mid - 1;
       }
     }
-    if (head.empty()) head = plan_for(1).model;
+    if (head.empty()) {
+      const MemoryPlan one = plan_for(1);
+      head = one.model;
+      kv_dtype = one.kv_cache_dtype;
+    }
     rows.push_back({{"context", context}, {"max_running", lo}, {"total_bytes", lo > 0 ? best.total_bytes : 0},
                     {"kv_bytes", lo > 0 ? static_cast<int64_t>(context) * lo * best.kv_bytes_per_token : 0}});
   }
   if (a.json) {
-    std::cout << nlohmann::ordered_json{{"model", head}, {"gpu_memory_bytes", gpu_bytes}, {"fit", rows}}.dump(1)
+    std::cout << nlohmann::ordered_json{{"model", head}, {"gpu_memory_bytes", gpu_bytes}, {"kv_cache_dtype", kv_dtype},
+                                        {"fit", rows}}.dump(1)
               << "\n";
     return;
   }
   std::cout << "what fits: " << head << " on " << format_bytes(gpu_bytes) << ", speculative-k " << a.speculative_k
-            << ", lm_head " << a.lm_head << ", KV " << a.kv_cache_dtype << ", weights for " << a.kernel_family
+            << ", lm_head " << a.lm_head << ", KV " << kv_dtype << ", weights for " << a.kernel_family
             << " (sequences at once, each at the full context)\n";
   std::printf("  %10s  %12s  %12s  %12s\n", "context", "max-running", "KV cache", "total");
   for (const auto& r : rows) {
