@@ -68,10 +68,13 @@ struct AttentionWeights {
   Tensor k_norm;  // [1, head_dim] fp32, (1 + w)
 };
 // Paged KV memory of one attention layer: row `page * page_size + offset` holds one position's
-// [n_kv_heads * head_dim] keys (k) or values (v); the backend picks the dtype (CPU fp32, CUDA fp16).
+// [n_kv_heads * head_dim] keys (k) or values (v), in the dtype the model allocated (--kv-cache-dtype: by default the
+// activation dtype, CPU fp32, CUDA fp16; kF8E4M3 stores e4m3(x / scale) with the layer's scales below).
 struct KvCacheLayer {
   Tensor k;  // [n_pages * page_size, n_kv_heads * head_dim]
   Tensor v;
+  float k_scale = 1.0f;  // kF8E4M3: the checkpoint's self_attn.k_proj.k_scale / v_proj.v_scale, else 1
+  float v_scale = 1.0f;
 };
 
 // Gated DeltaNet mixer (MODEL.md §2.6): the kernels' parameters (kernels/gdn/gdn.h).

@@ -68,6 +68,7 @@ Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const Mod
   VS_ASSIGN_OR_RETURN(L.attn.o_proj, linear({{p + "self_attn.o_proj", H}}, nh * hd));
   VS_ASSIGN_OR_RETURN(L.attn.norms.q_norm, norm(p + "self_attn.q_norm.weight", hd));
   VS_ASSIGN_OR_RETURN(L.attn.norms.k_norm, norm(p + "self_attn.k_norm.weight", hd));
+  VS_RETURN_IF_ERROR(load_kv_scales(source, p + "self_attn.", L.attn));
   VS_ASSIGN_OR_RETURN(L.gate_up, linear({{p + "mlp.gate_proj", config.intermediate_size},
                                          {p + "mlp.up_proj", config.intermediate_size}},
                                         H));
@@ -112,12 +113,16 @@ Status MtpHead::configure(int32_t max_rows, int32_t max_outputs) {
   return Status::ok();
 }
 
-Result<KvCacheLayer> MtpHead::alloc_cache(int32_t page_size, int32_t n_pages) const {
+Result<KvCacheLayer> MtpHead::alloc_cache(int32_t page_size, int32_t n_pages, DType dtype) const {
   KvCacheLayer kv;
   const int64_t width = config_.n_kv_heads * config_.head_dim;
   const int64_t rows = static_cast<int64_t>(n_pages) * page_size;
-  VS_ASSIGN_OR_RETURN(kv.k, backend_->alloc(rows, width, backend_->activation_dtype(), "MTP layer K cache"));
-  VS_ASSIGN_OR_RETURN(kv.v, backend_->alloc(rows, width, backend_->activation_dtype(), "MTP layer V cache"));
+  VS_ASSIGN_OR_RETURN(kv.k, backend_->alloc(rows, width, dtype, "MTP layer K cache"));
+  VS_ASSIGN_OR_RETURN(kv.v, backend_->alloc(rows, width, dtype, "MTP layer V cache"));
+  if (dtype == DType::kF8E4M3) {
+    kv.k_scale = w_.layer.attn.k_scale;
+    kv.v_scale = w_.layer.attn.v_scale;
+  }
   return kv;
 }
 

@@ -43,7 +43,8 @@ class MtpHead {
   // Workspace for passes of up to max_rows pairs and up to max_outputs draft rows (once).
   Status configure(int32_t max_rows, int32_t max_outputs);
   // The MTP layer's KV cache over the main model's pages.
-  Result<KvCacheLayer> alloc_cache(int32_t page_size, int32_t n_pages) const;
+  // Its own layer's KV pages in `dtype` (the main cache's: --kv-cache-dtype), with its own fp8 scales.
+  Result<KvCacheLayer> alloc_cache(int32_t page_size, int32_t n_pages, DType dtype) const;
 
   // What row r of a pass's hidden input is ([T, hidden] fp32): the main model's residual stream before its final
   // norm (Qwen35Model::final_residual), or the h' of a previous pass (output_hidden()).

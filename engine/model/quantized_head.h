@@ -33,6 +33,7 @@ class QuantizedHeadWeights final : public WeightProvider {
   Result<std::vector<float>> values(const std::string& name, const std::vector<int64_t>& shape) override {
     return inner_.values(name, shape);
   }
+  Result<std::optional<float>> optional_scalar(const std::string& name) override { return inner_.optional_scalar(name); }
   bool has_lm_head() const override { return cfg_.tie_word_embeddings || inner_.has_lm_head(); }
   bool own_lm_head() const override { return true; }
   std::string describe() const override { return inner_.describe(); }

@@ -121,6 +121,10 @@ Status Qwen35Model::configure(const ModelStepLimits& limits) {
   return Status::ok();
 }
 
+DType Qwen35Model::kv_cache_dtype() const {
+  return kv_dtype_.value_or(backend_->activation_dtype());  // CPU fp32, CUDA fp16 (DESIGN.md §3)
+}
+
 Result<Qwen35Cache> Qwen35Model::alloc_cache(int32_t page_size, int32_t n_pages, int32_t n_slots,
                                              int32_t max_verify_tokens, int32_t n_snapshots) const {
   Backend& be = *backend_;
@@ -132,7 +136,7 @@ Result<Qwen35Cache> Qwen35Model::alloc_cache(int32_t page_size, int32_t n_pages,
   cache.n_snapshots = n_snapshots;
   cache.kv.resize(weights_.layers.size());
   cache.gdn.resize(weights_.layers.size());
-  const DType kv_dtype = be.activation_dtype();  // CPU fp32, CUDA fp16 (DESIGN.md §3)
+  const DType kv_dtype = kv_cache_dtype();
   for (size_t i = 0; i < weights_.layers.size(); ++i) {
     const std::string layer = "layer " + std::to_string(i);
     if (weights_.layers[i].type == LayerType::kFullAttention) {
@@ -140,6 +144,10 @@ Result<Qwen35Cache> Qwen35Model::alloc_cache(int32_t page_size, int32_t n_pages,
       const int64_t rows = static_cast<int64_t>(n_pages) * page_size;
       VS_ASSIGN_OR_RETURN(cache.kv[i].k, be.alloc(rows, width, kv_dtype, layer + " K cache"));
       VS_ASSIGN_OR_RETURN(cache.kv[i].v, be.alloc(rows, width, kv_dtype, layer + " V cache"));
+      if (kv_dtype == DType::kF8E4M3) {
+        cache.kv[i].k_scale = weights_.layers[i].attn.k_scale;
+        cache.kv[i].v_scale = weights_.layers[i].attn.v_scale;
+      }
     } else {
       const GdnParams& g = gdn_params_;
       const int64_t conv_width = static_cast<int64_t>(g.conv_dim()) * (g.conv_kernel - 1);

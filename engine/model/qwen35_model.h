@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -71,6 +72,10 @@ class Qwen35Model {
   Status configure(const ModelStepLimits& limits);
   const ModelStepLimits& limits() const { return limits_; }
 
+  // The KV pages' element type (model/kv_cache_dtype.h); until set, the backend's activation dtype. fp8 pages get
+  // each layer's checkpoint scales (Qwen35AttentionLayer::k_scale / v_scale).
+  void set_kv_cache_dtype(DType dtype) { kv_dtype_ = dtype; }
+  DType kv_cache_dtype() const;
   Result<Qwen35Cache> alloc_cache(int32_t page_size, int32_t n_pages, int32_t n_slots, int32_t max_verify_tokens,
                                   int32_t n_snapshots = 0) const;
   // Zeroes the conv and recurrent state of `slot` in every GDN layer and its sampling penalty state.
@@ -91,6 +96,7 @@ class Qwen35Model {
 
  private:
   Qwen35Model() = default;
+  std::optional<DType> kv_dtype_;
   void set_params();
   // The activations of one step: views of the workspace's first T rows.
   struct Activations {

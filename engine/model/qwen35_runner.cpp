@@ -14,6 +14,7 @@
 #include "model/checkpoint.h"
 #include "model/weight_provider.h"
 #include "model/model_source.h"
+#include "model/kv_cache_dtype.h"
 #include "model/quantized_head.h"
 #include "plan/memory_plan.h"
 
@@ -39,6 +40,12 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
   VS_ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> source, open_model_source(mo));
   const ModelConfig& c = source->config;
+  VS_ASSIGN_OR_RETURN(const DType kv_dtype,
+                      resolve_kv_cache_dtype(mo.kv_cache_dtype, c, r->backend_->activation_dtype()));
+  if (kv_dtype == DType::kBF16 && r->backend_->name() != "cpu") {
+    return invalid_argument("--kv-cache-dtype bf16: the " + r->backend_->name() +
+                            " backend's attention reads fp16 or fp8 KV pages (bf16 is the CPU backend's only)");
+  }
   plan::PlanInputs in =
       plan::plan_inputs(mo, c, options.max_step_tokens, options.max_verify_tokens, options.logits_rows);
 
@@ -65,6 +72,7 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
     weights = quantized_head.get();
   }
   VS_ASSIGN_OR_RETURN(r->model_, Qwen35Model::load(c, *weights, *r->backend_));
+  r->model_->set_kv_cache_dtype(kv_dtype);
 
   const int64_t context = in.context;
   const int32_t pages_per_seq = static_cast<int32_t>((context + mo.page_size - 1) / mo.page_size);
@@ -89,7 +97,7 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   r->info_.weight_bytes = r->backend_->weight_bytes();
   r->info_.device_read_gbps = r->backend_->read_gbps();
   r->info_.kv_bytes_per_token = c.n_full_attention_layers() * 2 * c.n_kv_heads * c.head_dim *
-                                static_cast<int64_t>(dtype_bytes(r->backend_->activation_dtype()));
+                                static_cast<int64_t>(dtype_bytes(r->model_->kv_cache_dtype()));
   r->info_.state_bytes_per_seq =
       c.n_linear_attention_layers() * 4 *
       (c.linear_n_value_heads * c.linear_key_head_dim * c.linear_value_head_dim +
@@ -140,7 +148,8 @@ Status Qwen35Runner::load_drafter(const RunnerOptions& options) {
                                                 model_->final_norm()));
   }
   VS_RETURN_IF_ERROR(head->configure(options.max_step_tokens, mo.n_slots));
-  VS_ASSIGN_OR_RETURN(KvCacheLayer kv, head->alloc_cache(geometry_.page_size, geometry_.n_pages));
+  VS_ASSIGN_OR_RETURN(KvCacheLayer kv,
+                      head->alloc_cache(geometry_.page_size, geometry_.n_pages, model_->kv_cache_dtype()));
   drafter_ = std::make_unique<MtpDrafter>(std::move(head), std::move(kv), geometry_.page_size);
   geometry_.max_draft_tokens = options.max_draft_tokens;
   geometry_.max_verify_tokens = std::max(geometry_.max_verify_tokens, options.max_draft_tokens + 1);

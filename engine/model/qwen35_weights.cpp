@@ -48,6 +48,19 @@ class Loader {
 
 }  // namespace
 
+Status load_kv_scales(WeightProvider& source, const std::string& attn, Qwen35AttentionLayer& layer) {
+  // ModelOpt's names first (MODEL.md), then compressed-tensors' (kv_cache_scheme exports put them on self_attn).
+  auto scale = [&](const char* modelopt, const char* ct) -> Result<float> {
+    VS_ASSIGN_OR_RETURN(const std::optional<float> mo, source.optional_scalar(attn + modelopt));
+    if (mo) return *mo;
+    VS_ASSIGN_OR_RETURN(const std::optional<float> c, source.optional_scalar(attn + ct));
+    return c.value_or(1.0f);
+  };
+  VS_ASSIGN_OR_RETURN(layer.k_scale, scale("k_proj.k_scale", "k_scale"));
+  VS_ASSIGN_OR_RETURN(layer.v_scale, scale("v_proj.v_scale", "v_scale"));
+  return Status::ok();
+}
+
 Result<Qwen35Weights> load_qwen35_weights(WeightProvider& source, const ModelConfig& config, Backend& backend) {
   Loader ld(source, backend);
   const std::string& prefix = config.tensor_prefix;
@@ -83,6 +96,7 @@ Result<Qwen35Weights> load_qwen35_weights(WeightProvider& source, const ModelCon
       VS_ASSIGN_OR_RETURN(L.attn.o_proj, ld.linear({{m("self_attn.o_proj"), H}}, nh * hd));
       VS_ASSIGN_OR_RETURN(L.attn.norms.q_norm, ld.vector(m("self_attn.q_norm.weight"), {hd}, true));
       VS_ASSIGN_OR_RETURN(L.attn.norms.k_norm, ld.vector(m("self_attn.k_norm.weight"), {hd}, true));
+      VS_RETURN_IF_ERROR(load_kv_scales(source, m("self_attn."), L.attn));
     } else {
       const int64_t conv_dim = config.linear_conv_dim(), vdim = config.linear_value_dim();
       const int64_t nv = config.linear_n_value_heads, K = config.linear_conv_kernel_dim;

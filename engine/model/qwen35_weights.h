@@ -22,7 +22,14 @@ struct Qwen35AttentionLayer {
   int64_t kv_rows = 0;                     // n_kv_heads * head_dim
   std::unique_ptr<PreparedLinear> o_proj;  // [hidden, n_heads * head_dim]
   AttentionWeights norms;                  // q_norm / k_norm, (1 + w)
+  // The FP8 KV-cache scales of a ModelOpt or compressed-tensors export (stored = x / scale); 1 without.
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
 };
+
+// Reads the optional KV-cache scales of the attention module `attn` ("...self_attn.") into layer.k_scale / v_scale:
+// ModelOpt's attn.k_proj.k_scale / attn.v_proj.v_scale, else compressed-tensors' attn.k_scale / attn.v_scale, else 1.
+Status load_kv_scales(WeightProvider& source, const std::string& attn, Qwen35AttentionLayer& layer);
 
 struct Qwen35GdnLayer {
   // [in_proj_qkv | in_proj_z | in_proj_b | in_proj_a]: conv_dim, n_v_heads * head_v_dim, n_v_heads, n_v_heads rows.

@@ -23,6 +23,17 @@ Result<std::vector<float>> CheckpointWeights::values(const std::string& name, co
   return to_f32(view);
 }
 
+Result<std::optional<float>> CheckpointWeights::optional_scalar(const std::string& name) {
+  if (!ckpt_.contains(name)) return std::optional<float>{};
+  VS_ASSIGN_OR_RETURN(TensorView view, ckpt_.tensor(name));
+  VS_ASSIGN_OR_RETURN(std::vector<float> v, to_f32(view));
+  if (v.size() != 1 || !(v[0] > 0.0f) || !std::isfinite(v[0])) {
+    return invalid_argument(view.file + ": tensor " + name + " must be one positive finite value (shape " +
+                            shape_to_string(view.shape) + ")");
+  }
+  return std::optional<float>{v[0]};
+}
+
 bool CheckpointWeights::has_lm_head() const {
   return ckpt_.contains(std::string(kLmHeadModule) + ".weight") ||
          ckpt_.contains(std::string(kLmHeadModule) + ".weight_packed");

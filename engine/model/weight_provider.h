@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ class WeightProvider {
   virtual Result<kernels::HostWeightRef> linear(const std::string& module, int64_t n, int64_t k) = 0;
   // A small parameter of exactly `shape` as fp32 values.
   virtual Result<std::vector<float>> values(const std::string& name, const std::vector<int64_t>& shape) = 0;
+  // A scalar the checkpoint may carry (the FP8 KV-cache scales self_attn.k_proj.k_scale / v_proj.v_scale):
+  // nullopt when absent; an error naming it when it is not one positive finite value.
+  virtual Result<std::optional<float>> optional_scalar(const std::string& /*name*/) { return std::optional<float>{}; }
   // Whether a separate lm_head exists (tie_word_embeddings false).
   virtual bool has_lm_head() const = 0;
   // Whether the output head is loaded as a weight of its own (module lm_head) even where the embeddings are tied:
@@ -40,6 +44,7 @@ class CheckpointWeights final : public WeightProvider {
   CheckpointWeights(const Checkpoint& checkpoint, const ModelConfig& config) : ckpt_(checkpoint), cfg_(config) {}
   Result<kernels::HostWeightRef> linear(const std::string& module, int64_t n, int64_t k) override;
   Result<std::vector<float>> values(const std::string& name, const std::vector<int64_t>& shape) override;
+  Result<std::optional<float>> optional_scalar(const std::string& name) override;
   bool has_lm_head() const override;
   std::string describe() const override { return ckpt_.dir().string(); }
 

@@ -11,6 +11,7 @@
 #include <map>
 
 #include "attention/attention.h"
+#include "model/kv_cache_dtype.h"
 #include "backend/cuda_layout.h"
 #include "gdn/gdn.h"
 #include "model/quantized_head.h"
@@ -77,7 +78,7 @@ struct MtpEstimate {
   int64_t weights = 0;
   int64_t kv_per_page = 0;
 };
-MtpEstimate estimate_mtp(const ModelConfig& c, const PlanInputs& in) {
+MtpEstimate estimate_mtp(const ModelConfig& c, const PlanInputs& in, DType kv_dtype) {
   MtpEstimate e;
   if (c.mtp_num_hidden_layers <= 0 || in.max_verify_tokens <= 0) return e;
   static const uint8_t kData = 0;  // non-null: sized as a checkpoint's tensor (nothing is read)
@@ -109,7 +110,7 @@ MtpEstimate estimate_mtp(const ModelConfig& c, const PlanInputs& in) {
     small(H);
     small(hd);
     small(hd);
-    e.kv_per_page += 2 * static_cast<int64_t>(in.page_size) * nkv * hd * 2;
+    e.kv_per_page += 2 * static_cast<int64_t>(in.page_size) * nkv * hd * static_cast<int64_t>(dtype_bytes(kv_dtype));
   }
   return e;
 }
@@ -173,7 +174,13 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
     quantized_head = std::make_unique<QuantizedHeadWeights>(*source.weights, c, head.format, /*shape_only=*/true);
     weights = quantized_head.get();
   }
+  // The plan is the CUDA backend's: auto means fp16 unless the checkpoint asks for fp8; bf16 is CPU-only.
+  VS_ASSIGN_OR_RETURN(const DType kv_dtype, resolve_kv_cache_dtype(in.kv_cache_dtype, c, DType::kF16));
+  if (kv_dtype == DType::kBF16) {
+    return invalid_argument("--kv-cache-dtype bf16: the CUDA backend's attention reads fp16 or fp8 KV pages");
+  }
   VS_ASSIGN_OR_RETURN(std::unique_ptr<Qwen35Model> model, Qwen35Model::load(c, *weights, sb));
+  model->set_kv_cache_dtype(kv_dtype);
   const std::map<Use, Tally> loaded = sb.tallies();
 
   const int64_t pages_per_seq = ceil_div(in.context, in.page_size);
@@ -202,7 +209,7 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   const int64_t scratch = kernel_scratch(c, sb, limits, in);
 
   MtpEstimate mtp;
-  if (in.max_verify_tokens > 0 && !sb.prepared_any("mtp.")) mtp = estimate_mtp(c, in);
+  if (in.max_verify_tokens > 0 && !sb.prepared_any("mtp.")) mtp = estimate_mtp(c, in, kv_dtype);
   const int64_t graph_nodes = kKernelsPerLayer * c.n_layers + 8;
   const int64_t n_graphs = static_cast<int64_t>(in.n_slots) * (in.max_verify_tokens > 0 ? 2 : 1);
   const int64_t graphs = kGraphBaseBytes + n_graphs * graph_nodes * kGraphNodeBytes;
@@ -245,6 +252,7 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   p.kv_bytes_per_token = per_page / in.page_size;
   p.slot_bytes = (bytes_of(cache1, Use::kGdnState) + bytes_of(cache1, Use::kVerifyCheckpoints)) / in.n_slots;
   p.scratch_bytes = scratch;
+  p.kv_cache_dtype = kv_cache_dtype_name(kv_dtype);
 
   auto item = [&](std::string name, int64_t bytes, std::string detail, bool allocated = true) {
     if (bytes == 0) return;
@@ -270,10 +278,11 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   item("other weights", bytes_of(loaded, Use::kOther), "");
   item("MTP head (estimate)", mtp.weights,
        "mtp.* in the formats the config expects, for speculative decoding (its loader is not there yet)", false);
-  item("KV cache fp16", bytes_of(cache, Use::kKvCache) + n_pages * mtp.kv_per_page,
-       fmt::format("{} pages x {} tokens = {} tokens, {} per token ({} attention layers{}, K and V)", n_pages,
+  item("KV cache " + p.kv_cache_dtype, bytes_of(cache, Use::kKvCache) + n_pages * mtp.kv_per_page,
+       fmt::format("{} pages x {} tokens = {} tokens, {} per token ({} attention layers{}, K and V{})", n_pages,
                    in.page_size, n_pages * in.page_size, format_bytes(p.kv_bytes_per_token),
-                   c.n_full_attention_layers(), mtp.kv_per_page > 0 ? " and the MTP layer" : ""));
+                   c.n_full_attention_layers(), mtp.kv_per_page > 0 ? " and the MTP layer" : "",
+                   kv_dtype == DType::kF8E4M3 ? ", e4m3 with per-layer scales" : ""));
   item("GDN state fp32", bytes_of(cache1, Use::kGdnState),
        fmt::format("{} slots x {} ({} layers: conv and recurrent state)", in.n_slots,
                    format_bytes(bytes_of(cache1, Use::kGdnState) / in.n_slots), c.n_linear_attention_layers()));
@@ -313,10 +322,10 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
     p.notes.push_back(fmt::format("the KV pool ({} tokens) is shorter than the context: the engine serves {} positions "
                                   "per sequence", n_pages * in.page_size, n_pages * in.page_size));
   }
-  if (!c.quantization.kv_cache_quant_algo.empty()) {
+  if (!c.quantization.kv_cache_quant_algo.empty() && kv_dtype != DType::kF8E4M3) {
     p.notes.push_back("the checkpoint asks for an " + c.quantization.kv_cache_quant_algo +
-                      " KV cache (kv_cache_quant_algo); voltserve keeps it fp16, twice the bytes, until the attention "
-                      "kernels read FP8 KV");
+                      " KV cache (kv_cache_quant_algo); --kv-cache-dtype " + p.kv_cache_dtype +
+                      " keeps it in " + p.kv_cache_dtype + " (auto or fp8: half the bytes)");
   }
   return p;
 }
@@ -459,8 +468,8 @@ std::vector<std::string> MemoryPlan::lines() const {
   std::vector<std::string> out;
   out.push_back(fmt::format("memory plan: {} on {}", model, device));
   out.push_back(fmt::format("  settings: context {}, max-running {}, speculative-k {}, {} tokens per step, KV pages "
-                            "of {} tokens, weights prepacked for {}", context, max_running, speculative_k,
-                            max_tokens_per_step, page_size, kernel_family));
+                            "of {} tokens ({}), weights prepacked for {}", context, max_running, speculative_k,
+                            max_tokens_per_step, page_size, kv_cache_dtype, kernel_family));
   for (const MemoryPlanItem& it : items) {
     out.push_back(fmt::format("  {:<32} {:>11}  {}", it.name, format_bytes(it.bytes), it.detail));
   }

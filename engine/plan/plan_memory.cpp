@@ -23,6 +23,7 @@ PlanInputs plan_inputs(const ModelOptions& options, const ModelConfig& config, i
   in.n_vocab_real = static_cast<int32_t>(config.vocab_size);
   if (options.n_vocab_real > 0 && options.n_vocab_real < in.n_vocab_real) in.n_vocab_real = options.n_vocab_real;
   in.lm_head = options.lm_head;
+  in.kv_cache_dtype = options.kv_cache_dtype;
   return in;
 }
 

@@ -47,8 +47,13 @@ struct RefArgs {
   int64_t v_stride = 0;
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
-  float* k_cache = nullptr;  // [n_pages * page_size, n_kv_heads * head_dim] fp32
-  float* v_cache = nullptr;
+  // [n_pages * page_size, n_kv_heads * head_dim] of cache_dtype: kF32 (the default), kF16, kBF16 (round to nearest
+  // even) or kF8E4M3 (stored = e4m3(x / scale), as the device form stores it); read back exactly as stored.
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  DType cache_dtype = DType::kF32;
+  float k_scale = 1.0f;  // kF8E4M3 only
+  float v_scale = 1.0f;
   const SeqDesc* seqs = nullptr;
   int32_t n_seqs = 0;
   const int32_t* page_table = nullptr;
@@ -59,8 +64,9 @@ struct RefArgs {
 void gated_attention_ref(const Params& p, const RefArgs& a);
 
 // Device form: every pointer is device memory; k_cache, v_cache and workspace 16-byte aligned (as cudaMalloc's
-// are). The KV cache holds fp16 (cache_dtype kF16; later kF8E4M3 with fp16 arithmetic). out is fp16 (the o_proj
-// input) or fp32.
+// are). The KV cache holds fp16 (cache_dtype kF16) or e4m3 (kF8E4M3: stored = e4m3(x / scale), rounded to nearest
+// even and saturated to +-448, common/e4m3_codec.h; decoded in registers, fp32 arithmetic as for fp16). out is fp16
+// (the o_proj input) or fp32.
 struct DeviceArgs {
   const float* qg = nullptr;
   int64_t qg_stride = 0;
@@ -73,6 +79,8 @@ struct DeviceArgs {
   void* k_cache = nullptr;
   void* v_cache = nullptr;
   DType cache_dtype = DType::kF16;
+  float k_scale = 1.0f;  // kF8E4M3: the layer's per-tensor scales (the checkpoint's k_scale / v_scale, else 1)
+  float v_scale = 1.0f;
   const SeqDesc* seqs = nullptr;
   int32_t n_seqs = 0;  // entries in seqs (padding entries with n_tokens == 0 allowed)
   const int32_t* page_table = nullptr;

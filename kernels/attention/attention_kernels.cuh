@@ -1,6 +1,7 @@
 // Device code of gated attention (attention.h): four kernels that attention.cu launches in this order from the
-// LaunchPlan (attention_plan.h). Portable: fp32 FMA arithmetic and fp16 loads/stores only (no tensor cores, bf16,
-// cp.async or ldmatrix), so the same code runs from sm_70 up. Tested against attention_ref.cpp by
+// LaunchPlan (attention_plan.h), each instantiated for an fp16 (CacheF16) or e4m3 (CacheF8) KV cache. Portable: fp32
+// FMA arithmetic, fp16 loads/stores and integer bit operations only (no tensor cores, bf16, FP8 conversions, cp.async
+// or ldmatrix), so the same code runs from sm_70 up. Tested against attention_ref.cpp by
 // tests/kernels/attention_gpu_test.cpp (GPU) and tests/kernels/attention_emu_test.cpp (CPU, SIMT emulator).
 //
 // This header uses a small CUDA vocabulary only (__global__/__device__/__shared__, thread and block indices,
@@ -10,7 +11,7 @@
 //
 // 1. attention_prep_kernel  grid (row, group of 4 head vectors), 128 threads: one warp per head vector of one
 //    row. q head: (1+w) RMSNorm, partial NeoX RoPE at the row's position, fp32 into q_ws. kv head: the same for the
-//    key, then key and value (unchanged) as fp16 into the paged cache. Lane l holds dims l + 32 i (coalesced fp32
+//    key, then key and value (unchanged) into the paged cache (fp16, or e4m3 of x / scale). Lane l holds dims l + 32 i (coalesced fp32
 //    loads); the rotation partner of a dim lives in another lane, so the normed vector goes through shared memory
 //    (one buffer per warp, __syncwarp).
 // 2. attention_decode_split_kernel  grid (split, kv head, sequence), 256 threads; sequences of <= 16 rows. A block
@@ -35,7 +36,7 @@
 // lane, and the output accumulator is lane-major like q. Warps split the block's q vectors into groups of 6 and its
 // key batches over `teams` (decode: 1 group at a time, 8 teams; prefill: team_layout); the teams' states are merged
 // in a fixed tree through shared memory. fp32
-// throughout; K/V are fp16 only in memory. At D = 256 a warp holds 6 q vectors + 6 accumulators + two key batches
+// throughout; K/V are fp16 or e4m3 only in memory (an e4m3 row is half the bytes: 8 per lane at D = 256). At D = 256 a warp holds 6 q vectors + 6 accumulators + two key batches
 // (~240 registers), so one 256-thread block runs per SM, each warp with one 4 KB batch in flight while it computes.
 #pragma once
 
@@ -43,6 +44,7 @@
 
 #include "attention/attention_math.h"
 #include "attention/attention_plan.h"
+#include "common/e4m3_codec.h"
 
 namespace voltserve::kernels::attention::detail {
 
@@ -151,6 +153,72 @@ __device__ __forceinline__ void store_floats(float* p, const float (&f)[DPL]) {
   }
 }
 
+// ---- cache formats ----
+// The kernels are instantiated per KV-cache element format: C::Elem is one stored element, C::Words<DPL> one lane's
+// DPL consecutive elements of a row as loaded, C::to_float decodes them, C::encode stores one. The fp8 decode yields
+// x / 256 (e4m3x2_to_half2_div256): make_plan folds the 256 and the per-layer scales into KernelArgs::scale (keys)
+// and v_mul (values), so dequantization is bit operations and one fp16 conversion per element, in registers.
+struct CacheF16 {
+  using Elem = uint16_t;
+  template <int DPL>
+  using Words = HalfWords<DPL>;
+  template <int DPL>
+  __device__ __forceinline__ static void load(const Elem* p, Words<DPL>& h) { load_halves<DPL>(p, h); }
+  template <int DPL>
+  __device__ __forceinline__ static void zero(Words<DPL>& h) { zero_halves<DPL>(h); }
+  template <int DPL>
+  __device__ __forceinline__ static void to_float(const Words<DPL>& h, float (&f)[DPL]) { halves_to_float<DPL>(h, f); }
+  __device__ __forceinline__ static Elem encode(float x, float /*scale*/) { return float_to_half_bits(x); }
+};
+
+// One lane's DPL e4m3 codes: code i in bits 8 * (i % 4) of word i / 4.
+template <int DPL>
+struct Fp8Words {
+  uint32_t w[(DPL + 3) / 4];
+};
+
+struct CacheF8 {
+  using Elem = uint8_t;
+  template <int DPL>
+  using Words = Fp8Words<DPL>;
+  // p: byte offset a multiple of DPL in a 16-byte aligned buffer with rows of 32 * DPL bytes (half the fp16 row).
+  template <int DPL>
+  __device__ __forceinline__ static void load(const Elem* p, Words<DPL>& c) {
+    if constexpr (DPL % 8 == 0) {
+#pragma unroll
+      for (int i = 0; i < DPL / 8; ++i) {
+        const uint2 u = reinterpret_cast<const uint2*>(p)[i];
+        c.w[2 * i] = u.x;
+        c.w[2 * i + 1] = u.y;
+      }
+    } else if constexpr (DPL % 4 == 0) {
+#pragma unroll
+      for (int i = 0; i < DPL / 4; ++i) c.w[i] = reinterpret_cast<const uint32_t*>(p)[i];
+    } else {
+#pragma unroll
+      for (int i = 0; i < (DPL + 3) / 4; ++i) c.w[i] = 0;
+#pragma unroll
+      for (int i = 0; i < DPL; ++i) c.w[i / 4] |= static_cast<uint32_t>(p[i]) << (8 * (i % 4));
+    }
+  }
+  template <int DPL>
+  __device__ __forceinline__ static void zero(Words<DPL>& c) {
+#pragma unroll
+    for (int i = 0; i < (DPL + 3) / 4; ++i) c.w[i] = 0;
+  }
+  template <int DPL>
+  __device__ __forceinline__ static void to_float(const Words<DPL>& c, float (&f)[DPL]) {
+#pragma unroll
+    for (int i = 0; i < DPL; i += 2) {
+      const uint32_t h = fp::e4m3x2_to_half2_div256((c.w[i / 4] >> (8 * (i % 4))) & 0xFFFFu);
+      f[i] = half_bits_to_float(h);
+      if (i + 1 < DPL) f[i + 1] = half_bits_to_float(h >> 16);
+    }
+  }
+  // x / scale, as the reference stores it (IEEE division).
+  __device__ __forceinline__ static Elem encode(float x, float scale) { return fp::float_to_e4m3(x / scale); }
+};
+
 // Compact index of sequence s's first decode row among the partial-result slots: the rows of the valid decode
 // sequences before it (every warp of a block computes it; the same everywhere).
 __device__ __forceinline__ int32_t decode_slot_base(const KernelArgs& a, int32_t s, const Bounds& b, int lane) {
@@ -205,7 +273,7 @@ __device__ __forceinline__ bool find_prefill_tile(const KernelArgs& a, int32_t t
 
 // ---- 1. prep ----
 
-template <int DPL>
+template <int DPL, class C>
 __global__ void __launch_bounds__(kPrepThreads) attention_prep_kernel(const KernelArgs a) {
   constexpr int32_t kD = 32 * DPL;
   __shared__ int32_t found;
@@ -268,10 +336,12 @@ __global__ void __launch_bounds__(kPrepThreads) attention_prep_kernel(const Kern
     const int64_t off = cache_row(a.page_table, d.page_offset, a.page_size, pos) * a.n_kv_heads * kD +
                         static_cast<int64_t>(g) * kD;
     const float* vsrc = a.v + row * a.v_stride + static_cast<int64_t>(g) * kD;
+    auto* kc = static_cast<typename C::Elem*>(a.k_cache);
+    auto* vc = static_cast<typename C::Elem*>(a.v_cache);
 #pragma unroll
     for (int i = 0; i < DPL; ++i) {
-      a.k_cache[off + lane + 32 * i] = float_to_half_bits(x[i]);
-      a.v_cache[off + lane + 32 * i] = float_to_half_bits(vsrc[lane + 32 * i]);
+      kc[off + lane + 32 * i] = C::encode(x[i], a.k_scale);
+      vc[off + lane + 32 * i] = C::encode(vsrc[lane + 32 * i], a.v_scale);
     }
   }
 }
@@ -279,18 +349,18 @@ __global__ void __launch_bounds__(kPrepThreads) attention_prep_kernel(const Kern
 // ---- attend core (decode and prefill) ----
 
 // The K and V rows (this lane's dims) of 4 consecutive keys; zeros for keys at or past `end`.
-template <int DPL>
+template <int DPL, class C>
 struct KeyBatch {
-  HalfWords<DPL> k[kKeysPerBatch];
-  HalfWords<DPL> v[kKeysPerBatch];
+  typename C::template Words<DPL> k[kKeysPerBatch];
+  typename C::template Words<DPL> v[kKeysPerBatch];
 };
 
 // Keys j0 .. j0 + 3 (all zeros when j0 >= end): lanes 0..3 look up the cache rows (the page table read never goes
 // past the sequence's pages), then every lane loads its dims of each row.
-template <int DPL>
+template <int DPL, class C>
 __device__ __forceinline__ void load_batch(const KernelArgs& a, int32_t page_offset, int32_t j0, int32_t end,
-                                           const uint16_t* k_base, const uint16_t* v_base, int64_t row_stride,
-                                           int lane, KeyBatch<DPL>& kb) {
+                                           const typename C::Elem* k_base, const typename C::Elem* v_base,
+                                           int64_t row_stride, int lane, KeyBatch<DPL, C>& kb) {
   int32_t crow = -1;
   if (lane < kKeysPerBatch && j0 + lane < end) {
     crow = static_cast<int32_t>(cache_row(a.page_table, page_offset, a.page_size, j0 + lane));
@@ -299,11 +369,11 @@ __device__ __forceinline__ void load_batch(const KernelArgs& a, int32_t page_off
   for (int b = 0; b < kKeysPerBatch; ++b) {
     const int32_t r = shfl_from(crow, b);
     if (r >= 0) {
-      load_halves<DPL>(k_base + r * row_stride, kb.k[b]);
-      load_halves<DPL>(v_base + r * row_stride, kb.v[b]);
+      C::template load<DPL>(k_base + r * row_stride, kb.k[b]);
+      C::template load<DPL>(v_base + r * row_stride, kb.v[b]);
     } else {
-      zero_halves<DPL>(kb.k[b]);
-      zero_halves<DPL>(kb.v[b]);
+      C::template zero<DPL>(kb.k[b]);
+      C::template zero<DPL>(kb.v[b]);
     }
   }
 }
@@ -331,15 +401,15 @@ struct WarpState {
 };
 
 // Scores keys j0 .. j0 + 3 (kb) against the warp's q vectors and folds them into the online softmax state.
-template <int DPL>
-__device__ __forceinline__ void attend_batch(const KernelArgs& a, const KeyBatch<DPL>& kb, int32_t j0, int32_t key_end,
+template <int DPL, class C>
+__device__ __forceinline__ void attend_batch(const KernelArgs& a, const KeyBatch<DPL, C>& kb, int32_t j0, int32_t key_end,
                                              const float (&q)[kQPerWarp][DPL], const int32_t (&lim)[kQPerWarp],
                                              int lane, WarpState<DPL>& st) {
   const bool hi16 = (lane & 16) != 0;
   const bool hi8 = (lane & 8) != 0;
   float kf[kKeysPerBatch][DPL];
 #pragma unroll
-  for (int b = 0; b < kKeysPerBatch; ++b) halves_to_float<DPL>(kb.k[b], kf[b]);
+  for (int b = 0; b < kKeysPerBatch; ++b) C::template to_float<DPL>(kb.k[b], kf[b]);
 
   const int32_t my_key = j0 + key_of_lane(lane);
   float p[kQPerWarp];
@@ -381,7 +451,7 @@ __device__ __forceinline__ void attend_batch(const KernelArgs& a, const KeyBatch
 #pragma unroll
   for (int b = 0; b < kKeysPerBatch; ++b) {
     float vf[DPL];
-    halves_to_float<DPL>(kb.v[b], vf);
+    C::template to_float<DPL>(kb.v[b], vf);
 #pragma unroll
     for (int qi = 0; qi < kQPerWarp; ++qi) {
       const float pb = shfl_from(p[qi], lane_of_key(b));
@@ -391,7 +461,7 @@ __device__ __forceinline__ void attend_batch(const KernelArgs& a, const KeyBatch
   }
 }
 
-template <int DPL>
+template <int DPL, class C>
 __device__ __forceinline__ void attend_warp(const KernelArgs& a, const AttendTask& task, int32_t grp, int32_t team,
                                             int32_t teams, int lane, WarpState<DPL>& st) {
   constexpr int32_t kD = 32 * DPL;
@@ -414,17 +484,17 @@ __device__ __forceinline__ void attend_warp(const KernelArgs& a, const AttendTas
   }
   const int32_t key_end = imin(task.key_end, lim_max + 1);  // no key after that is visible to this warp
   const int64_t row_stride = static_cast<int64_t>(a.n_kv_heads) * kD;
-  const uint16_t* k_base = a.k_cache + static_cast<int64_t>(task.g) * kD + lane * DPL;
-  const uint16_t* v_base = a.v_cache + static_cast<int64_t>(task.g) * kD + lane * DPL;
+  const auto* k_base = static_cast<const typename C::Elem*>(a.k_cache) + static_cast<int64_t>(task.g) * kD + lane * DPL;
+  const auto* v_base = static_cast<const typename C::Elem*>(a.v_cache) + static_cast<int64_t>(task.g) * kD + lane * DPL;
   // Each iteration first issues the loads of the warp's next batch (page lookups and K/V rows), then computes the
   // current one, so a warp's memory latency overlaps its own arithmetic.
   const int32_t step = kKeysPerBatch * teams;
-  KeyBatch<DPL> cur, next;
+  KeyBatch<DPL, C> cur, next;
   int32_t j0 = task.key_begin + kKeysPerBatch * team;
-  load_batch<DPL>(a, task.page_offset, j0, key_end, k_base, v_base, row_stride, lane, cur);
+  load_batch<DPL, C>(a, task.page_offset, j0, key_end, k_base, v_base, row_stride, lane, cur);
   for (; j0 < key_end; j0 += step) {
-    load_batch<DPL>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, next);
-    attend_batch<DPL>(a, cur, j0, key_end, q, lim, lane, st);
+    load_batch<DPL, C>(a, task.page_offset, j0 + step, key_end, k_base, v_base, row_stride, lane, next);
+    attend_batch<DPL, C>(a, cur, j0, key_end, q, lim, lane, st);
     cur = next;  // register moves (a ping-pong of two buffers saves them but needs ~18 more registers)
   }
   // Each lane summed the probabilities of its key class; add the four classes (lanes 8 and 16 apart).
@@ -444,7 +514,7 @@ inline constexpr int32_t kMergeFloats = (kWarps / 2) * kQPerWarp * kMergeRow<DPL
 
 // All warps of the block call this (it has __syncthreads). Warp w serves q group grp0 + w % tl.groups as team
 // w / tl.groups; returns true in the warps that hold final states (team 0), with their q group in *grp.
-template <int DPL>
+template <int DPL, class C>
 __device__ __forceinline__ bool attend_block(const KernelArgs& a, const AttendTask& task, TeamLayout tl, int32_t grp0,
                                              float* merge, WarpState<DPL>& st, int32_t* grp) {
   constexpr int32_t kD = 32 * DPL;
@@ -462,7 +532,7 @@ __device__ __forceinline__ bool attend_block(const KernelArgs& a, const AttendTa
 #pragma unroll
     for (int i = 0; i < DPL; ++i) st.acc[qi][i] = 0.0f;
   }
-  if (active) attend_warp<DPL>(a, task, *grp, team, tl.teams, lane, st);
+  if (active) attend_warp<DPL, C>(a, task, *grp, team, tl.teams, lane, st);
   // Tree merge: round `stride` folds team t + stride into team t (t < stride), so team 0 ends with
   // ((0+4) + (2+6)) + ((1+5) + (3+7)) at 8 teams.
   for (int32_t stride = tl.teams / 2; stride >= 1; stride /= 2) {
@@ -502,7 +572,7 @@ __device__ __forceinline__ void write_output(const KernelArgs& a, int64_t row, i
   constexpr int32_t kD = 32 * DPL;
   const float* gate = a.qg + row * a.qg_stride + static_cast<int64_t>(h) * 2 * kD + kD + lane * DPL;
   const int64_t o = row * a.out_stride + static_cast<int64_t>(h) * kD + lane * DPL;
-  const float inv_l = 1.0f / l;
+  const float inv_l = a.v_mul / l;  // v_mul: the V cache's dequantization factor (1 for fp16)
 #pragma unroll
   for (int i = 0; i < DPL; ++i) {
     const float y = acc[i] * inv_l * sigmoid(gate[i]);
@@ -516,7 +586,7 @@ __device__ __forceinline__ void write_output(const KernelArgs& a, int64_t row, i
 
 // ---- 2. decode ----
 
-template <int DPL>
+template <int DPL, class C>
 __global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kernel(const KernelArgs a) {
   constexpr int32_t kD = 32 * DPL;
   __shared__ float merge[kMergeFloats<DPL>];
@@ -548,7 +618,7 @@ __global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kern
   for (int32_t gi = 0; gi < groups; ++gi) {
     WarpState<DPL> st;
     int32_t grp = 0;
-    if (!attend_block<DPL>(a, task, TeamLayout{1, kWarps}, gi, merge, st, &grp)) continue;
+    if (!attend_block<DPL, C>(a, task, TeamLayout{1, kWarps}, gi, merge, st, &grp)) continue;
 #pragma unroll
     for (int qi = 0; qi < kQPerWarp; ++qi) {
       const int32_t idx = grp * kQPerWarp + qi;
@@ -616,7 +686,7 @@ __global__ void __launch_bounds__(kCombineThreads, 1) attention_combine_kernel(c
 
 // ---- 4. prefill ----
 
-template <int DPL>
+template <int DPL, class C>
 __global__ void __launch_bounds__(kAttendThreads, 1) attention_prefill_kernel(const KernelArgs a) {
   __shared__ float merge[kMergeFloats<DPL>];
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -638,7 +708,7 @@ __global__ void __launch_bounds__(kAttendThreads, 1) attention_prefill_kernel(co
   task.key_end = d.n_past + t0 + rows;  // one past the tile's last position
   WarpState<DPL> st;
   int32_t grp = 0;
-  if (!attend_block<DPL>(a, task, team_layout(task.nq), 0, merge, st, &grp)) return;
+  if (!attend_block<DPL, C>(a, task, team_layout(task.nq), 0, merge, st, &grp)) return;
 #pragma unroll
   for (int qi = 0; qi < kQPerWarp; ++qi) {
     const int32_t idx = grp * kQPerWarp + qi;

@@ -60,8 +60,12 @@ KernelStatus make_plan(const Params& p, const DeviceArgs& a, LaunchPlan* plan) {
   if (!(p.rms_norm_eps >= 0.0f) || !std::isfinite(p.rms_norm_eps)) {
     return VS_KERNEL_FAIL(kBadArgument, "gated_attention: rms_norm_eps must be >= 0 and finite");
   }
-  if (a.cache_dtype != DType::kF16) {
-    return VS_KERNEL_FAIL(kUnsupported, "gated_attention: only an fp16 KV cache is implemented");
+  if (a.cache_dtype != DType::kF16 && a.cache_dtype != DType::kF8E4M3) {
+    return VS_KERNEL_FAIL(kUnsupported, "gated_attention: the KV cache must be fp16 or fp8 (e4m3)");
+  }
+  const bool fp8 = a.cache_dtype == DType::kF8E4M3;
+  if (fp8 && (!(a.k_scale > 0.0f) || !std::isfinite(a.k_scale) || !(a.v_scale > 0.0f) || !std::isfinite(a.v_scale))) {
+    return VS_KERNEL_FAIL(kBadArgument, "gated_attention: fp8 KV scales must be positive and finite");
   }
   if (a.out_dtype != DType::kF16 && a.out_dtype != DType::kF32) {
     return VS_KERNEL_FAIL(kBadArgument, "gated_attention: out_dtype must be kF16 or kF32");
@@ -87,7 +91,7 @@ KernelStatus make_plan(const Params& p, const DeviceArgs& a, LaunchPlan* plan) {
       a.out_stride < p.n_heads * hd) {
     return VS_KERNEL_FAIL(kBadShape, "gated_attention: a row stride is smaller than its row");
   }
-  // The kernels read cache rows with 16-byte loads and the workspace with float4 loads.
+  // The kernels read cache rows with 16-byte (fp16) or 8-byte (fp8) loads and the workspace with float4 loads.
   if (!aligned(a.k_cache, 16) || !aligned(a.v_cache, 16) || !aligned(a.workspace, 16)) {
     return VS_KERNEL_FAIL(kBadArgument, "gated_attention: k_cache, v_cache and workspace must be 16-byte aligned");
   }
@@ -107,8 +111,8 @@ KernelStatus make_plan(const Params& p, const DeviceArgs& a, LaunchPlan* plan) {
   k.v_stride = a.v_stride;
   k.q_norm = a.q_norm;
   k.k_norm = a.k_norm;
-  k.k_cache = static_cast<uint16_t*>(a.k_cache);
-  k.v_cache = static_cast<uint16_t*>(a.v_cache);
+  k.k_cache = a.k_cache;
+  k.v_cache = a.v_cache;
   k.seqs = a.seqs;
   k.page_table = a.page_table;
   k.out = a.out;
@@ -133,6 +137,11 @@ KernelStatus make_plan(const Params& p, const DeviceArgs& a, LaunchPlan* plan) {
   k.out_f16 = a.out_dtype == DType::kF16 ? 1 : 0;
   k.eps = p.rms_norm_eps;
   k.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));  // as the reference
+  k.k_scale = fp8 ? a.k_scale : 1.0f;
+  k.v_scale = fp8 ? a.v_scale : 1.0f;
+  // The fp8 decode yields stored / 256 (common/e4m3_codec.h): the 256 and the layer's scales go into the two factors.
+  k.v_mul = fp8 ? a.v_scale * 256.0f : 1.0f;
+  if (fp8) k.scale *= a.k_scale * 256.0f;
   std::fill(std::begin(k.inv_freq), std::end(k.inv_freq), 0.0f);
   rope_inv_freq(p.rope_theta, p.rotary_dim, k.inv_freq);
 

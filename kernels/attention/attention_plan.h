@@ -24,7 +24,7 @@ struct WorkspaceLayout {
 WorkspaceLayout workspace_layout(const Params& p, int32_t n_rows, int32_t n_seqs, int32_t max_seq_tokens,
                                  int32_t max_context);
 
-// The parameter block every kernel takes (by value). Device pointers; fp16 data as raw uint16_t bits.
+// The parameter block every kernel takes (by value). Device pointers; fp16 data as raw uint16_t bits, e4m3 as bytes.
 struct KernelArgs {
   const float* qg;  // [rows, qg_stride]: per head [query | gate]
   int64_t qg_stride;
@@ -34,8 +34,8 @@ struct KernelArgs {
   int64_t v_stride;
   const float* q_norm;  // [head_dim]
   const float* k_norm;  // [head_dim]
-  uint16_t* k_cache;    // [n_pages * page_size, n_kv_heads * head_dim] fp16
-  uint16_t* v_cache;
+  void* k_cache;        // [n_pages * page_size, n_kv_heads * head_dim] fp16 or e4m3 (the kernels' instantiation)
+  void* v_cache;
   const SeqDesc* seqs;
   const int32_t* page_table;
   void* out;  // [rows, out_stride] fp16 or fp32
@@ -58,7 +58,10 @@ struct KernelArgs {
   int32_t max_context;
   int32_t out_f16;  // 1: out is fp16, 0: fp32
   float eps;
-  float scale;  // 1 / sqrt(head_dim), as the reference computes it
+  float scale;    // score factor: 1 / sqrt(head_dim) as the reference computes it; fp8: times k_scale * 256
+  float v_mul;    // output factor of the V sum: 1; fp8: v_scale * 256 (the fast e4m3 decode yields x / 256)
+  float k_scale;  // fp8: stored key = e4m3(key / k_scale); 1 for fp16
+  float v_scale;
   float inv_freq[kMaxRotaryHalf];
 };
 

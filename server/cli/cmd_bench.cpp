@@ -38,6 +38,7 @@ struct EngineBenchArgs {
   std::string backend = "auto";
   std::string kernel_family = "auto";
   std::string lm_head = "keep";
+  std::string kv_cache_dtype = "auto";
   int32_t context = 1024;    // decode: tokens in the cache when decoding starts
   int32_t prompt = 2048;     // prefill: prompt length
   int32_t tokens = 64;       // decode: tokens generated per sequence
@@ -76,6 +77,7 @@ std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_runni
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
   model.lm_head = a.lm_head;
+  model.kv_cache_dtype = a.kv_cache_dtype;
   model.n_threads = a.threads;
   model.n_slots = max_running;
   model.max_context = max_context;
@@ -270,6 +272,10 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_option("--seed", a.seed, "Seed of the synthetic weights (default 1)");
   cmd->add_option("--lm-head", a.lm_head, "keep, fp8 or nvfp4 (the lm_head quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
+  cmd->add_option("--kv-cache-dtype", a.kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "
+                  "kv_cache_quant_algo is FP8, else fp16 on a GPU / fp32 on the CPU), fp16, bf16 (CPU "
+                  "backend only) or fp8 (e4m3: half the bytes of fp16, twice the pages)")
+      ->check(CLI::IsMember({"auto", "fp16", "bf16", "fp8"}));
   cmd->add_flag("--op-timing", a.op_timing,
                 "CUDA: log the per-op device time of the steps at the end (launches eagerly: no CUDA graphs)");
   cmd->add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: launch every step eagerly (decode steps replay as graphs)");

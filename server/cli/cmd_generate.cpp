@@ -44,6 +44,7 @@ struct GenerateArgs {
   std::string backend = "auto";
   std::string kernel_family = "auto";
   std::string lm_head = "keep";
+  std::string kv_cache_dtype = "auto";
   int32_t threads = 0;
   std::string speculative_k = "auto";  // N (0 off) or auto: MTP drafts per round where the model has an MTP head
 };
@@ -136,6 +137,7 @@ void run_generate(GenerateArgs a) {
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
   model.lm_head = a.lm_head;
+  model.kv_cache_dtype = a.kv_cache_dtype;
   model.n_threads = a.threads;
   model.n_slots = 1;
   model.max_context = static_cast<int32_t>(prompt_ids.size()) + a.max_tokens;
@@ -266,6 +268,10 @@ void register_generate_command(CLI::App& app) {
   cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
   cmd->add_option("--lm-head", args->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "
+                  "kv_cache_quant_algo is FP8, else fp16 on a GPU / fp32 on the CPU), fp16, bf16 (CPU "
+                  "backend only) or fp8 (e4m3: half the bytes of fp16, twice the pages)")
+      ->check(CLI::IsMember({"auto", "fp16", "bf16", "fp8"}));
   cmd->add_option("--kernel-family", args->kernel_family, "CUDA weight kernels: sm70, sm80 or auto (default: by the GPU)")
       ->check(CLI::IsMember({"auto", "sm70", "sm80"}));
   cmd->add_option("--threads", args->threads, "CPU threads (0: automatic)");

@@ -33,6 +33,7 @@ struct PlanArgs {
   int32_t prefix_snapshots = kDefaultPrefixSnapshots;  // serve's default, so the plan is the one serve loads
   std::string kernel_family = "sm80";
   std::string lm_head = "keep";
+  std::string kv_cache_dtype = "auto";
   bool fit = false;
   bool json = false;
 };
@@ -48,6 +49,7 @@ MemoryPlanRequest make_request(const PlanArgs& a, int64_t gpu_bytes) {
   r.model.n_prefix_snapshots = a.prefix_snapshots;
   r.model.kernel_family = a.kernel_family;
   r.model.lm_head = a.lm_head;
+  r.model.kv_cache_dtype = a.kv_cache_dtype;
   r.engine.max_running = a.max_running;
   r.engine.max_tokens_per_step = a.max_tokens_per_step;
   r.speculative_k = a.speculative_k;
@@ -78,6 +80,7 @@ nlohmann::ordered_json plan_json(const MemoryPlan& p) {
   j["page_size"] = p.page_size;
   j["n_pages"] = p.n_pages;
   j["kv_bytes_per_token"] = p.kv_bytes_per_token;
+  j["kv_cache_dtype"] = p.kv_cache_dtype;
   j["slot_bytes"] = p.slot_bytes;
   j["scratch_bytes"] = p.scratch_bytes;
   nlohmann::ordered_json items = nlohmann::ordered_json::array();
@@ -99,7 +102,7 @@ void run_fit(const PlanArgs& a, int64_t gpu_bytes) {
     for (int32_t c = 4096; c <= 262144; c *= 2) contexts.push_back(c);
   }
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  std::string head;
+  std::string head, kv_dtype;  // kv_dtype: --kv-cache-dtype resolved (auto names what the checkpoint asks for)
   for (int32_t context : contexts) {
     PlanArgs b = a;
     b.context = context;
@@ -124,17 +127,22 @@ void run_fit(const PlanArgs& a, int64_t gpu_bytes) {
         hi = mid - 1;
       }
     }
-    if (head.empty()) head = plan_for(1).model;
+    if (head.empty()) {
+      const MemoryPlan one = plan_for(1);
+      head = one.model;
+      kv_dtype = one.kv_cache_dtype;
+    }
     rows.push_back({{"context", context}, {"max_running", lo}, {"total_bytes", lo > 0 ? best.total_bytes : 0},
                     {"kv_bytes", lo > 0 ? static_cast<int64_t>(context) * lo * best.kv_bytes_per_token : 0}});
   }
   if (a.json) {
-    std::cout << nlohmann::ordered_json{{"model", head}, {"gpu_memory_bytes", gpu_bytes}, {"fit", rows}}.dump(1)
+    std::cout << nlohmann::ordered_json{{"model", head}, {"gpu_memory_bytes", gpu_bytes}, {"kv_cache_dtype", kv_dtype},
+                                        {"fit", rows}}.dump(1)
               << "\n";
     return;
   }
   std::cout << "what fits: " << head << " on " << format_bytes(gpu_bytes) << ", speculative-k " << a.speculative_k
-            << ", lm_head " << a.lm_head << ", weights for " << a.kernel_family
+            << ", lm_head " << a.lm_head << ", KV " << kv_dtype << ", weights for " << a.kernel_family
             << " (sequences at once, each at the full context)\n";
   std::printf("  %10s  %12s  %12s  %12s\n", "context", "max-running", "KV cache", "total");
   for (const auto& r : rows) {
@@ -192,6 +200,9 @@ void register_plan_command(CLI::App& app) {
       ->check(CLI::IsMember({"sm70", "sm80"}));
   cmd->add_option("--lm-head", a->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
+  cmd->add_option("--kv-cache-dtype", a->kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "
+                  "kv_cache_quant_algo is FP8, else fp16), fp16 or fp8 (e4m3: half the bytes, twice the pages)")
+      ->check(CLI::IsMember({"auto", "fp16", "fp8"}));
   cmd->add_flag("--fit", a->fit, "per context (4k .. 256k, or --context), the most sequences that fit at once at that "
                                  "full context");
   cmd->add_flag("--json", a->json, "print JSON");

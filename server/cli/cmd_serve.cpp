@@ -104,6 +104,7 @@ void run_serve(http::ServeSettings s) {
   model_options.max_context = s.context;
   model_options.n_pages = s.kv_pages;
   model_options.lm_head = s.lm_head;
+  model_options.kv_cache_dtype = s.kv_cache_dtype;
   model_options.n_slots = s.max_running;
   model_options.n_vocab_real = tokenizer->vocab_size();
   model_options.n_prefix_snapshots = s.prefix_cache ? s.prefix_cache_snapshots : 0;
@@ -218,6 +219,10 @@ void register_serve_command(CLI::App& app) {
   auto* o_head = cmd->add_option("--lm-head", s.lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4: a BF16 "
                                  "lm_head quantized at load (a smaller decode step)")
                      ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
+  auto* o_kv_dtype = cmd->add_option("--kv-cache-dtype", s.kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "
+                                     "kv_cache_quant_algo is FP8, else fp16 on a GPU / fp32 on the CPU), fp16, bf16 "
+                                     "(CPU backend only) or fp8 (e4m3: half the bytes of fp16, twice the pages)")
+                         ->check(CLI::IsMember({"auto", "fp16", "bf16", "fp8"}));
   auto* o_max_n = cmd->add_option("--max-n", s.max_n, "Largest n (choices per request, default 8)")->check(CLI::Range(1, 128));
   auto* o_http_threads = cmd->add_option("--http-threads", s.http.http_threads,
                                          "HTTP worker threads; each generation holds one (0 = running + waiting + 16)");
@@ -271,9 +276,9 @@ void register_serve_command(CLI::App& app) {
 
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
                   o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_pages, o_head,
-                  o_max_n, o_http_threads, o_header_timeout, o_body_timeout, o_idle_timeout, o_write_timeout, o_max_conn,
-                  o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec, o_prefix,
-                  o_prefix_interval, o_no_prefix, no_prefix] {
+                  o_kv_dtype, o_max_n, o_http_threads, o_header_timeout, o_body_timeout, o_idle_timeout,
+                  o_write_timeout, o_max_conn, o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec,
+                  o_prefix, o_prefix_interval, o_no_prefix, no_prefix] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
     if (!config_file->empty()) {
@@ -300,6 +305,7 @@ void register_serve_command(CLI::App& app) {
     if (o_context->count()) merged.context = f.context;
     if (o_pages->count()) merged.kv_pages = f.kv_pages;
     if (o_head->count()) merged.lm_head = f.lm_head;
+    if (o_kv_dtype->count()) merged.kv_cache_dtype = f.kv_cache_dtype;
     if (o_max_n->count()) merged.max_n = f.max_n;
     if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
     if (o_spec->count()) http::parse_speculative_k(*spec_k, merged.speculative_k);

@@ -110,6 +110,13 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
         st = type_error(file, k, "\"keep\", \"fp8\" or \"nvfp4\"");
       }
     }
+    else if (k == "kv_cache_dtype") {
+      st = str(s.kv_cache_dtype);
+      if (st.is_ok() && s.kv_cache_dtype != "auto" && s.kv_cache_dtype != "fp16" && s.kv_cache_dtype != "bf16" &&
+          s.kv_cache_dtype != "fp8") {
+        st = type_error(file, k, "\"auto\", \"fp16\", \"bf16\" or \"fp8\"");
+      }
+    }
     else if (k == "max_tokens_per_step") st = int32(s.max_tokens_per_step, 1, 1 << 20);
     else if (k == "prefill_chunk") st = int32(s.prefill_chunk, 1, 1 << 20);
     else if (k == "max_n") st = int32(s.max_n, 1, 128);

@@ -24,6 +24,7 @@ struct ServeSettings {
   int32_t context = 0;     // 0 = the model's (capped by the runner)
   int32_t kv_pages = 0;    // KV pages of 16 tokens; 0 = as many as fit (GPU memory plan) or max_running contexts
   std::string lm_head = "keep";  // keep, fp8 or nvfp4: a BF16 lm_head quantized at load
+  std::string kv_cache_dtype = "auto";  // auto, fp16, bf16 or fp8: the KV pages' element type
   int32_t max_tokens_per_step = 256;
   int32_t prefill_chunk = 128;
   int32_t max_n = 8;

@@ -76,8 +76,9 @@ bool have_gpu(int* cc) {
 
 std::unique_ptr<Qwen35Runner> runner(const std::string& name, const std::string& backend,
                                      const std::string& family = "auto", int32_t n_slots = 4,
-                                     int32_t max_verify = 0) {
+                                     int32_t max_verify = 0, const std::string& kv = "auto") {
   RunnerOptions opt;
+  opt.model.kv_cache_dtype = kv;
   opt.model.model_dir = fixture_dir(name).string();
   opt.model.backend = backend;
   opt.model.kernel_family = backend == "cuda" ? family : "auto";
@@ -206,6 +207,34 @@ TEST_CASE("CUDA logits match the CPU backend on every fixture model", "[gpu]") {
                 scale, decode_tol, worst, agreed == checked && worst <= decode_tol ? "ok" : "FAIL");
     CHECK(agreed == checked);
     CHECK(worst <= decode_tol);
+  }
+}
+
+// The fp8 KV path end to end (the kernels' append and read, the model's per-layer scales): the GPU with an fp8 cache
+// against the CPU with one. A key that lands near an e4m3 rounding boundary may round to the neighbouring code on one
+// backend (their activations differ in the last bits), so the tolerance adds what fp8 itself moves the CPU's logits
+// (fp8 against fp16 cache on the CPU) to the one-pass tolerance.
+TEST_CASE("CUDA fp8 KV cache: logits match the CPU backend's fp8 cache on the fixture models", "[gpu]") {
+  int cc = 0;
+  if (!have_gpu(&cc)) SKIP("no CUDA device");
+  const std::string name = GENERATE(Catch::Generators::from_range(kFixtures));
+  const std::string family = GENERATE(std::string("sm80"), std::string("sm70"));
+  if (family == "sm80" && cc < 80) SKIP("sm80 family needs compute capability 8.0");
+  auto cpu8 = runner(name, "cpu", "auto", 4, 0, "fp8");
+  auto cpu16 = runner(name, "cpu", "auto", 4, 0, "fp16");
+  auto gpu8 = runner(name, "cuda", family, 4, 0, "fp8");
+  for (const RefPrompt& p : prompts(name)) {
+    const auto want = all_logits(*cpu8, p.ids);
+    const auto got = all_logits(*gpu8, p.ids);
+    const Diff fp8_effect = diff(want, all_logits(*cpu16, p.ids));
+    const Diff d = diff(got, want);
+    const float tol = one_pass_tolerance(d.ref_abs_max) + fp8_effect.max_abs;
+    std::printf("cuda model fp8 kv %s fam=%s one pass of %zu tokens: max|gpu-cpu|=%.3g (max|cpu| %.3g; fp8 vs fp16 on "
+                "the cpu %.3g; tolerance %.3g) %s\n", name.c_str(), family.c_str(), p.ids.size(), d.max_abs,
+                d.ref_abs_max, fp8_effect.max_abs, tol, d.finite && d.max_abs <= tol ? "ok" : "FAIL");
+    CHECK(d.finite);
+    CHECK(fp8_effect.max_abs > 0.0f);  // the CPU cache really is fp8
+    CHECK(d.max_abs <= tol);
   }
 }
 

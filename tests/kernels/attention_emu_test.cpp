@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "attention_fp8_harness.h"
 #include "attention_harness.h"
 
 namespace {
@@ -25,15 +26,15 @@ KernelStatus emu_error(const char* what) {
   return voltserve::kernels::kernel_error(voltserve::kernels::KernelCode::kCudaError, what, __FILE__, __LINE__);
 }
 
-template <int DPL>
+template <int DPL, class C>
 KernelStatus emu_launch(const kd::LaunchPlan& plan, uint64_t seed) {
   const kd::KernelArgs& a = plan.args;
   if (const char* e = simt_emu::launch(to_dim3(plan.prep_grid), dim3{kd::kPrepThreads, 1, 1},
-                                       [&a] { kd::attention_prep_kernel<DPL>(a); }, seed)) {
+                                       [&a] { kd::attention_prep_kernel<DPL, C>(a); }, seed)) {
     return emu_error(e);
   }
   if (const char* e = simt_emu::launch(to_dim3(plan.decode_grid), dim3{kd::kAttendThreads, 1, 1},
-                                       [&a] { kd::attention_decode_split_kernel<DPL>(a); }, seed + 1)) {
+                                       [&a] { kd::attention_decode_split_kernel<DPL, C>(a); }, seed + 1)) {
     return emu_error(e);
   }
   if (const char* e = simt_emu::launch(to_dim3(plan.combine_grid), dim3{kd::kCombineThreads, 1, 1},
@@ -42,7 +43,7 @@ KernelStatus emu_launch(const kd::LaunchPlan& plan, uint64_t seed) {
   }
   if (plan.run_prefill) {
     if (const char* e = simt_emu::launch(to_dim3(plan.prefill_grid), dim3{kd::kAttendThreads, 1, 1},
-                                         [&a] { kd::attention_prefill_kernel<DPL>(a); }, seed + 3)) {
+                                         [&a] { kd::attention_prefill_kernel<DPL, C>(a); }, seed + 3)) {
       return emu_error(e);
     }
   }
@@ -61,16 +62,21 @@ class EmuDevice : public Device {
     if (KernelStatus s = kd::make_plan(p, a, &plan); !s.ok()) return s;
     if (plan.empty) return KernelStatus::Ok();
     ++runs_;
-    switch (p.head_dim / 32) {  // the head dims the shared cases use
-      case 1: return emu_launch<1>(plan, runs_ * 7);
-      case 2: return emu_launch<2>(plan, runs_ * 7);
-      case 3: return emu_launch<3>(plan, runs_ * 7);
-      case 8: return emu_launch<8>(plan, runs_ * 7);
-      default: return emu_error("head_dim not instantiated in the emulator test");
-    }
+    if (a.cache_dtype == voltserve::DType::kF8E4M3) return launch<kd::CacheF8>(p, plan);
+    return launch<kd::CacheF16>(p, plan);
   }
 
  private:
+  template <class C>
+  KernelStatus launch(const ka::Params& p, const kd::LaunchPlan& plan) {
+    switch (p.head_dim / 32) {  // the head dims the shared cases use
+      case 1: return emu_launch<1, C>(plan, runs_ * 7);
+      case 2: return emu_launch<2, C>(plan, runs_ * 7);
+      case 3: return emu_launch<3, C>(plan, runs_ * 7);
+      case 8: return emu_launch<8, C>(plan, runs_ * 7);
+      default: return emu_error("head_dim not instantiated in the emulator test");
+    }
+  }
   uint64_t runs_ = 0;
 };
 
@@ -84,4 +90,9 @@ TEST_CASE("attention device code on the SIMT emulator matches the reference", "[
 TEST_CASE("attention device form rejects bad arguments with a status (emulator)", "[unit]") {
   EmuDevice dev;
   check_bad_arguments(dev);
+}
+
+TEST_CASE("attention fp8 device code on the SIMT emulator matches the reference", "[unit]") {
+  EmuDevice dev;
+  for (const Fp8Case& c : fp8_cases(/*large=*/false)) run_fp8_case(dev, c);
 }

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include "attention_fp8_harness.h"
 #include "attention_harness.h"
 
 namespace {
@@ -160,4 +161,10 @@ TEST_CASE("attention gpu rejects bad arguments with a status", "[gpu]") {
   REQUIRE_DEVICE();
   CudaDevice dev;
   check_bad_arguments(dev);
+}
+
+TEST_CASE("attention fp8 KV pages on the GPU match the reference", "[gpu]") {
+  REQUIRE_DEVICE();
+  CudaDevice dev;
+  for (const Fp8Case& c : fp8_cases(/*large=*/true)) run_fp8_case(dev, c);
 }

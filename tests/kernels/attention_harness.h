@@ -901,8 +901,15 @@ inline void check_bad_arguments(Device& dev) {
   p.n_kv_heads = 1;
   CHECK(code(p, a) == KernelCode::kUnsupported);
   ka::DeviceArgs b = a;
-  b.cache_dtype = DType::kF8E4M3;
+  b.cache_dtype = DType::kBF16;
   CHECK(code(good, b) == KernelCode::kUnsupported);
+  b = a;
+  b.cache_dtype = DType::kF8E4M3;
+  b.k_scale = 0.0f;
+  CHECK(code(good, b) == KernelCode::kBadArgument);
+  b.k_scale = 1.0f;
+  b.v_scale = std::nanf("");
+  CHECK(code(good, b) == KernelCode::kBadArgument);
   b = a;
   b.out_dtype = DType::kBF16;
   CHECK(code(good, b) == KernelCode::kBadArgument);

@@ -83,6 +83,28 @@ TEST_CASE("voltserve plan --fit: sequences at once per context, fewer as the con
   CHECK(j["fit"][3]["max_running"].get<int32_t>() >= 4);  // 32k: at least four
 }
 
+TEST_CASE("voltserve plan --kv-cache-dtype: auto follows the checkpoint, fp8 halves the bytes per token", "[e2e]") {
+  auto plan_json = [](const std::string& args) {
+    const RunResult r = run_plan(args + " --gpu-memory 32GB --context 32768 --json");
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto f16 = plan_json("--config " + config("qwen3.5-27b-nvfp4"));
+  const auto f8 = plan_json("--config " + config("qwen3.5-27b-nvfp4") + " --kv-cache-dtype fp8");
+  const auto mixed = plan_json("--config " + config("qwen3.8-27b-mixed"));  // kv_cache_quant_algo FP8
+  const auto mixed16 = plan_json("--config " + config("qwen3.8-27b-mixed") + " --kv-cache-dtype fp16");
+  CHECK(f16["kv_cache_dtype"] == "fp16");
+  CHECK(f8["kv_cache_dtype"] == "fp8");
+  CHECK(mixed["kv_cache_dtype"] == "fp8");
+  CHECK(mixed16["kv_cache_dtype"] == "fp16");
+  CHECK(2 * f8["kv_bytes_per_token"].get<int64_t>() == f16["kv_bytes_per_token"].get<int64_t>());
+  CHECK(f8["n_pages"].get<int64_t>() > f16["n_pages"].get<int64_t>());
+  const RunResult bad = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32GB --kv-cache-dtype int4");
+  CHECK(bad.exit_code != 0);  // CLI11's own validation status (105), as for every IsMember-checked option
+  CHECK(bad.err.find("--kv-cache-dtype") != std::string::npos);
+}
+
 TEST_CASE("voltserve plan refuses bad arguments with a message naming them", "[e2e]") {
   RunResult r = run_plan("--config " + config("qwen3.5-27b-nvfp4") + " --gpu-memory 32XB");
   CHECK(r.exit_code == 2);

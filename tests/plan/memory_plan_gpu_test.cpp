@@ -98,17 +98,21 @@ TEST_CASE("GPU: the CUDA backend allocates exactly what the memory plan counted,
     const char* model;
     const char* lm_head;
     int32_t verify;
+    const char* kv = "auto";
   };
   for (const Case c : {Case{"tiny-untied-sharded", "keep", 0}, Case{"tiny-untied-sharded", "nvfp4", 0},
                        Case{"tiny-untied-sharded", "fp8", 4}, Case{"tiny-tied", "fp8", 0},
-                       Case{"tiny-modelopt-nvfp4-mixed", "keep", 4}, Case{"tiny-ct-nvfp4", "keep", 0}}) {
+                       Case{"tiny-modelopt-nvfp4-mixed", "keep", 4}, Case{"tiny-ct-nvfp4", "keep", 0},
+                       Case{"tiny-untied-sharded", "keep", 0, "fp8"}, Case{"tiny-mtp", "keep", 4, "fp8"},
+                       Case{"tiny-modelopt-nvfp4-mixed", "keep", 4, "fp8"}}) {
     for (const char* family : {"sm70", "sm80"}) {
-      INFO(c.model << " lm_head " << c.lm_head << " verify " << c.verify << " " << family);
+      INFO(c.model << " lm_head " << c.lm_head << " verify " << c.verify << " kv " << c.kv << " " << family);
       RunnerOptions opt;
       opt.model.model_dir = std::string(VOLTSERVE_SOURCE_DIR) + "/tests/fixtures/models/" + c.model;
       opt.model.backend = "cuda";
       opt.model.kernel_family = family;
       opt.model.lm_head = c.lm_head;
+      opt.model.kv_cache_dtype = c.kv;
       opt.model.max_context = 256;
       opt.model.n_slots = 3;
       opt.max_step_tokens = 128;
@@ -121,11 +125,12 @@ TEST_CASE("GPU: the CUDA backend allocates exactly what the memory plan counted,
 
 TEST_CASE("GPU: the 27B configs (synthetic weights) allocate exactly the plan", "[gpu][slow]") {
   if (!have_gpu()) SKIP("no CUDA device");
-  for (const char* cfg : {"qwen3.5-27b-nvfp4", "qwen3.8-27b-mixed"}) {
-    INFO(cfg);
+  for (const char* kv : {"auto", "fp8"}) for (const char* cfg : {"qwen3.5-27b-nvfp4", "qwen3.8-27b-mixed"}) {
+    INFO(cfg << " kv " << kv);
     RunnerOptions opt;
     opt.model.synthetic_config = std::string(VOLTSERVE_SOURCE_DIR) + "/config/models/" + cfg + ".json";
     opt.model.backend = "cuda";
+    opt.model.kv_cache_dtype = kv;
     opt.model.max_context = 4096;
     opt.model.n_slots = 2;
     opt.max_step_tokens = 256;

@@ -120,6 +120,32 @@ TEST_CASE("27B caches: 64 KiB of fp16 KV per token, 149.6 MiB of GDN state per s
   CHECK(m.at("MTP head (estimate)") == mtp);
 }
 
+TEST_CASE("27B fp8 KV (--kv-cache-dtype fp8): 32 KiB per token, twice the pages at the same budget", "[unit]") {
+  MemoryPlanRequest r = request("qwen3.5-27b-nvfp4", 32 * kGiB, 32768, 16);
+  const MemoryPlan f16 = plan(r);
+  r.model.kv_cache_dtype = "fp8";
+  const MemoryPlan f8 = plan(r);
+  CHECK(f16.kv_cache_dtype == "fp16");
+  CHECK(f8.kv_cache_dtype == "fp8");
+  CHECK(f8.kv_bytes_per_token == kAttn * 2 * kKV * 1);
+  CHECK(f8.kv_bytes_per_token * 2 == f16.kv_bytes_per_token);
+  const auto m16 = items(f16), m8 = items(f8);
+  CHECK(m8.count("KV cache fp16") == 0);
+  CHECK(m8.at("KV cache fp8") == int64_t{f8.n_pages} * 16 * f8.kv_bytes_per_token);
+  // The pool is what is left after the fixed items, which do not depend on the KV dtype: the same bytes, twice the
+  // pages (to within one page of rounding), unless the pool already holds every running sequence's full context.
+  REQUIRE(f16.n_pages < 16 * 32768 / 16);
+  CHECK(std::abs(int64_t{f8.n_pages} - 2 * int64_t{f16.n_pages}) <= 1);
+  bool says = false;
+  for (const std::string& l : f8.lines()) says |= l.find("(fp8)") != std::string::npos;
+  CHECK(says);
+  // Anything else is a 4xx-style error naming the option; bf16 is the CPU backend's only.
+  r.model.kv_cache_dtype = "int4";
+  CHECK(plan_memory(r).status().to_string().find("--kv-cache-dtype") != std::string::npos);
+  r.model.kv_cache_dtype = "bf16";
+  CHECK(!plan_memory(r).is_ok());
+}
+
 TEST_CASE("27B prefix snapshots: one GDN state (149.6 MiB) per snapshot row, counted before the KV pool", "[unit]") {
   MemoryPlanRequest r = request("qwen3.5-27b-nvfp4", 80 * kGiB, 32768, 4);
   const MemoryPlan without = plan(r);

@@ -31,9 +31,12 @@ TEST_CASE("config file keys apply", "[unit]") {
   CHECK(s.http.request_timeout_s == 1.5);
   CHECK(s.http.served_model_name == "m");
   CHECK_FALSE(s.http.mirror_reasoning);
-  REQUIRE(apply_config_file(write("vs_cfg_mem.json", R"({"kv_pages": 512, "lm_head": "nvfp4"})"), s).is_ok());
+  CHECK(s.kv_cache_dtype == "auto");
+  REQUIRE(apply_config_file(write("vs_cfg_mem.json", R"({"kv_pages": 512, "lm_head": "nvfp4", "kv_cache_dtype": "fp8"})"),
+                            s).is_ok());
   CHECK(s.kv_pages == 512);
   CHECK(s.lm_head == "nvfp4");
+  CHECK(s.kv_cache_dtype == "fp8");
 }
 
 TEST_CASE("config file connection limits apply; zero or negative timeouts are refused", "[unit]") {
@@ -72,6 +75,8 @@ TEST_CASE("config file errors name the key", "[unit]") {
   CHECK_FALSE(apply_config_file(write("vs_cfg_bad3.json", "[1]"), s).is_ok());
   Status head = apply_config_file(write("vs_cfg_bad4.json", R"({"lm_head": "int4"})"), s);
   CHECK(head.message().find("lm_head") != std::string::npos);
+  Status kv = apply_config_file(write("vs_cfg_bad6.json", R"({"kv_cache_dtype": "e5m2"})"), s);
+  CHECK(kv.message().find("kv_cache_dtype") != std::string::npos);
   Status pages = apply_config_file(write("vs_cfg_bad5.json", R"({"kv_pages": -1})"), s);
   CHECK(pages.message().find("kv_pages") != std::string::npos);
   CHECK_FALSE(apply_config_file("/nonexistent/x.json", s).is_ok());

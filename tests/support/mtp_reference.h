@@ -76,7 +76,7 @@ inline MtpReferenceDiff check_mtp_against_reference(const std::filesystem::path&
   INFO(head.status().to_string());
   REQUIRE(head.is_ok());
   REQUIRE((*head)->configure(128, 32).is_ok());
-  auto kv = (*head)->alloc_cache(16, 16);
+  auto kv = (*head)->alloc_cache(16, 16, (*model)->kv_cache_dtype());  // the main cache's dtype, as the runner does
   REQUIRE(kv.is_ok());
   const auto vocab = static_cast<size_t>(cfg.vocab_size);
   std::vector<int32_t> pages(16);

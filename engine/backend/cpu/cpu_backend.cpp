@@ -62,13 +62,15 @@ bool CpuBackend::check_f32(const Tensor& t, const char* op, const char* what) {
 }
 
 Result<Tensor> CpuBackend::alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) {
-  if (dtype != DType::kF32 && dtype != DType::kI32) {
-    return invalid_argument("cpu backend: " + std::string(what) + ": only fp32 and int32 tensors, got dtype " +
-                            std::to_string(static_cast<int>(dtype)));
+  // fp32 and int32 for everything; fp16, bf16 and e4m3 for the KV cache (--kv-cache-dtype).
+  if (dtype != DType::kF32 && dtype != DType::kI32 && dtype != DType::kF16 && dtype != DType::kBF16 &&
+      dtype != DType::kF8E4M3) {
+    return invalid_argument("cpu backend: " + std::string(what) + ": only fp32, int32, fp16, bf16 and fp8 tensors, "
+                            "got dtype " + std::to_string(static_cast<int>(dtype)));
   }
   if (rows < 0 || cols < 0) return invalid_argument("cpu backend: " + std::string(what) + ": negative shape");
-  const auto n = static_cast<size_t>(std::max<int64_t>(1, rows * cols));
-  allocations_.push_back(std::unique_ptr<float[]>(new float[n]()));
+  const auto bytes = static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * dtype_bytes(dtype);
+  allocations_.push_back(std::unique_ptr<float[]>(new float[(bytes + sizeof(float) - 1) / sizeof(float)]()));
   return Tensor{allocations_.back().get(), dtype, rows, cols, cols};
 }
 
@@ -273,7 +275,8 @@ void CpuBackend::gather_output_rows(const Tensor& x, Tensor& out) {
 void CpuBackend::gated_attention(const AttentionParams& p, const AttentionWeights& w, const Tensor& qg,
                                  const Tensor& k, const Tensor& v, KvCacheLayer& cache, Tensor& out) {
   if (batch_ == nullptr || !check_f32(qg, "gated_attention", "qg") || !check_f32(out, "gated_attention", "out") ||
-      !check_f32(cache.k, "gated_attention", "k cache")) {
+      cache.k.data == nullptr || cache.v.data == nullptr || cache.k.dtype != cache.v.dtype) {
+    if (batch_ != nullptr) fail(internal_error("cpu backend: gated_attention: K and V caches must be allocated, one dtype"));
     return;
   }
   kernels::attention::RefArgs a;
@@ -285,8 +288,11 @@ void CpuBackend::gated_attention(const AttentionParams& p, const AttentionWeight
   a.v_stride = v.stride;
   a.q_norm = w.q_norm.f32();
   a.k_norm = w.k_norm.f32();
-  a.k_cache = cache.k.f32();
-  a.v_cache = cache.v.f32();
+  a.k_cache = cache.k.data;
+  a.v_cache = cache.v.data;
+  a.cache_dtype = cache.k.dtype;
+  a.k_scale = cache.k_scale;
+  a.v_scale = cache.v_scale;
   a.seqs = batch_->seqs.data();
   a.n_seqs = static_cast<int32_t>(batch_->seqs.size());
   a.page_table = batch_->page_table.data();

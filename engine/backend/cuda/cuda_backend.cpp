@@ -916,6 +916,8 @@ void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeigh
   a.k_cache = cache.k.data;
   a.v_cache = cache.v.data;
   a.cache_dtype = cache.k.dtype;
+  a.k_scale = cache.k_scale;
+  a.v_scale = cache.v_scale;
   a.seqs = d_seqs_;
   a.n_seqs = n_seqs;
   a.page_table = d_pages_;

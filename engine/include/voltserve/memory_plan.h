@@ -39,7 +39,8 @@ struct MemoryPlan {
   int32_t max_tokens_per_step = 0;
   int32_t page_size = 0;
   int32_t n_pages = 0;            // KV pages: as many as fit, up to max_running full contexts (or as asked)
-  int64_t kv_bytes_per_token = 0;  // every full-attention layer's K and V, fp16
+  int64_t kv_bytes_per_token = 0;  // every full-attention layer's K and V, in kv_cache_dtype
+  std::string kv_cache_dtype;      // fp16 | fp8 (--kv-cache-dtype resolved)
   int64_t slot_bytes = 0;          // GDN state (+ verify checkpoints) of one sequence
   int64_t scratch_bytes = 0;       // the kernel scratch the backend reserves at start-up
   std::vector<std::string> notes;   // e.g. the KV pool is smaller than max_running full contexts

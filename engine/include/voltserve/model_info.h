@@ -51,6 +51,10 @@ struct ModelOptions {
   // The output head: "" or "keep" as the checkpoint stores it; "fp8" (one scale per row) or "nvfp4" quantize a
   // BF16 head at load (a smaller decode step; greedy agreement measured in bench/RESULTS.md).
   std::string lm_head;
+  // The KV pages' element type: "" or "auto" (fp8 when the checkpoint's kv_cache_quant_algo is FP8, else the
+  // activation dtype: CPU fp32, CUDA fp16), "fp16", "bf16" (CPU backend only) or "fp8" (e4m3, half of fp16's bytes,
+  // per-layer scales from the checkpoint's k_scale / v_scale, else 1).
+  std::string kv_cache_dtype;
   // Logit rows that are real tokens (the tokenizer's size); rows past it pad the matrix (Qwen3.5: 248077 of
   // 248320) and are never sampled. 0: every row is real.
   int32_t n_vocab_real = 0;
