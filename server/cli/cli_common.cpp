@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 
@@ -11,6 +12,17 @@ namespace voltserve::cli {
 void fail(std::string_view command, const std::string& message, int exit_code) {
   std::cerr << "voltserve " << command << ": " << message << "\n";
   throw CLI::RuntimeError(exit_code);
+}
+
+std::vector<int32_t> noise_tokens(int32_t n, int32_t vocab, uint64_t& z) {
+  std::vector<int32_t> ids(static_cast<size_t>(std::max(n, 0)));
+  for (auto& id : ids) {
+    z ^= z >> 12;
+    z ^= z << 25;
+    z ^= z >> 27;
+    id = static_cast<int32_t>((z * 0x2545F4914F6CDD1DULL >> 33) % static_cast<uint64_t>(std::max(vocab, 1)));
+  }
+  return ids;
 }
 
 std::vector<int32_t> parse_token_ids(std::string_view command, const std::string& text) {

@@ -24,6 +24,10 @@ namespace voltserve::cli {
 // at least one must be given (otherwise fail() with exit code 2).
 std::vector<int32_t> parse_token_ids(std::string_view command, const std::string& text);
 
+// n token ids in [0, vocab) from a xorshift stream whose state is `z` (advanced): prompts for the benchmarks, whose
+// synthetic models' text is noise either way.
+std::vector<int32_t> noise_tokens(int32_t n, int32_t vocab, uint64_t& z);
+
 // Engine::load, or fail() with exit code 1 naming the model folder and the reason.
 std::unique_ptr<Engine> load_engine(std::string_view command, const ModelOptions& model, const EngineConfig& config);
 

@@ -54,17 +54,10 @@ struct EngineBenchArgs {
 
 [[noreturn]] void fail(const std::string& message, int code) { cli::fail("bench", message, code); }
 
-// Prompt ids drawn from the real vocabulary (the synthetic model's text is noise either way).
+// Prompt ids drawn from the real vocabulary, one stream per salt.
 std::vector<int32_t> bench_prompt(int32_t n, int32_t vocab, uint64_t salt) {
-  std::vector<int32_t> ids(static_cast<size_t>(n));
   uint64_t z = 0x9e3779b97f4a7c15ULL * (salt + 1);
-  for (auto& id : ids) {
-    z ^= z >> 12;
-    z ^= z << 25;
-    z ^= z >> 27;
-    id = static_cast<int32_t>((z * 0x2545F4914F6CDD1DULL >> 33) % static_cast<uint64_t>(std::max(vocab, 1)));
-  }
-  return ids;
+  return cli::noise_tokens(n, vocab, z);
 }
 
 std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_running, int32_t max_context,

@@ -41,18 +41,6 @@ struct PrefixBenchArgs {
 
 [[noreturn]] void fail(const std::string& message, int code) { cli::fail("bench prefix-cache", message, code); }
 
-// Token ids of the real vocabulary from a xorshift stream (the synthetic model's text is noise either way).
-std::vector<int32_t> noise_tokens(int32_t n, int32_t vocab, uint64_t& z) {
-  std::vector<int32_t> ids(static_cast<size_t>(std::max(n, 0)));
-  for (auto& id : ids) {
-    z ^= z >> 12;
-    z ^= z << 25;
-    z ^= z >> 27;
-    id = static_cast<int32_t>((z * 0x2545F4914F6CDD1DULL >> 33) % static_cast<uint64_t>(std::max(vocab, 1)));
-  }
-  return ids;
-}
-
 struct TurnResult {
   double ttft_s = 0;
   int32_t n_cached = 0;
@@ -126,7 +114,7 @@ void run_prefix_bench(const PrefixBenchArgs& a) {
   const ModelInfo& info = engine->model_info();
 
   uint64_t z = 0x9e3779b97f4a7c15ULL * (a.seed + 1);
-  (void)run_request(*engine, noise_tokens(std::min(a.chunk, 256), info.n_vocab_real, z), 2, false);  // warm-up
+  (void)run_request(*engine, cli::noise_tokens(std::min(a.chunk, 256), info.n_vocab_real, z), 2, false);  // warm-up
 
   nlohmann::ordered_json out;
   out["bench"] = "prefix-cache";
@@ -146,12 +134,12 @@ void run_prefix_bench(const PrefixBenchArgs& a) {
     std::printf("%-5s %8s %8s %10s %10s %10s %8s %8s %12s %12s\n", "turn", "prompt", "cached", "ttft_on_ms",
                 "ttft_off_ms", "fresh_ms", "on/off", "on/fresh", "snap_MiB", "pages_MiB");
   }
-  std::vector<int32_t> history = noise_tokens(a.system, info.n_vocab_real, z);
+  std::vector<int32_t> history = cli::noise_tokens(a.system, info.n_vocab_real, z);
   double worst_ratio_fresh = 0;
   for (int32_t t = 0; t < a.turns; ++t) {
     std::vector<int32_t> prompt = history;
     if (t > 0) {
-      const std::vector<int32_t> fresh = noise_tokens(per_turn, info.n_vocab_real, z);
+      const std::vector<int32_t> fresh = cli::noise_tokens(per_turn, info.n_vocab_real, z);
       prompt.insert(prompt.end(), fresh.begin(), fresh.end());
     }
     // Without the cache first (it neither looks up nor inserts), then with it, then a fresh request of the tokens
@@ -159,7 +147,7 @@ void run_prefix_bench(const PrefixBenchArgs& a) {
     const TurnResult off = run_request(*engine, prompt, a.reply, false);
     const TurnResult on = run_request(*engine, prompt, a.reply, true);
     const auto n_uncached = static_cast<int32_t>(prompt.size()) - on.n_cached;
-    const TurnResult fresh = run_request(*engine, noise_tokens(n_uncached, info.n_vocab_real, z), 1, false);
+    const TurnResult fresh = run_request(*engine, cli::noise_tokens(n_uncached, info.n_vocab_real, z), 1, false);
     const EngineStats s = engine->stats();
     const double snap_mib = static_cast<double>(s.prefix_snapshots_used) * static_cast<double>(info.state_bytes_per_seq) /
                             (1024.0 * 1024.0);
