@@ -70,6 +70,8 @@ class Server:
         if E2E_MODEL:
             args += ["--model", os.path.join(SOURCE_DIR, "tests", "fixtures", "models", E2E_MODEL),
                      "--served-model-name", "tiny-chat"]
+        elif "--model" not in extra_args:
+            args += ["--model", MODEL_DIR]  # the suites are written against tiny-chat, not serve's default model
         if api_key:
             args += ["--api-key", api_key]
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
