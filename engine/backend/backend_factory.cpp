@@ -41,6 +41,7 @@ Result<std::unique_ptr<Backend>> make_backend(const std::string& name, const Bac
     cuda.kernel_family = options.kernel_family;
     cuda.op_timing = options.op_timing;
     cuda.cuda_graphs = options.cuda_graphs;
+    cuda.pdl = options.pdl;
     return make_cuda_backend(cuda);
   }
   if (name == "cuda") return unavailable("backend 'cuda': " + why);

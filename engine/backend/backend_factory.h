@@ -16,6 +16,7 @@ struct BackendOptions {
   std::string kernel_family = "auto";  // CUDA backend: sm70, sm80 or auto
   bool op_timing = false;              // CUDA backend: per-op device timing, logged when the backend goes
   bool cuda_graphs = true;             // CUDA backend: decode-sized steps replay as CUDA graphs
+  bool pdl = true;                     // CUDA backend, sm_90+: programmatic dependent launch between kernels
   kernels::sampling::AcceptRule accept_rule = kernels::sampling::AcceptRule::kExact;  // CPU backend; tests only
 };
 

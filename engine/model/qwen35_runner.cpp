@@ -36,6 +36,7 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   bo.kernel_family = mo.kernel_family;
   bo.op_timing = mo.op_timing;
   bo.cuda_graphs = mo.cuda_graphs;
+  bo.pdl = mo.pdl;
   bo.accept_rule = options.accept_rule;
   VS_ASSIGN_OR_RETURN(r->backend_, make_backend(mo.backend, bo));
   VS_ASSIGN_OR_RETURN(std::unique_ptr<ModelSource> source, open_model_source(mo));

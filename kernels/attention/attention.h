@@ -97,6 +97,7 @@ struct DeviceArgs {
   void* workspace = nullptr;   // scratch (normed, rotated queries; split-context partial results)
   size_t workspace_bytes = 0;
   void* stream = nullptr;      // cudaStream_t
+  bool pdl = false;            // programmatic dependent launch (sm_90+ only; kernels/common/pdl.cuh)
 };
 
 // Scratch the device form needs for these bounds.

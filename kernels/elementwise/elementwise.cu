@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/pdl.cuh"
 #include "elementwise/elementwise.h"
 #include "elementwise/elementwise_plan.h"
 
@@ -94,6 +95,8 @@ struct SwigluParams {
 // is read before the thread that owns it writes it).
 template <bool F16, int V>
 __global__ void __launch_bounds__(kThreads) swiglu_kernel(SwigluParams p) {
+  pdl_launch_dependents();
+  pdl_wait();  // gate and up come from the previous kernel (kernels/common/pdl.cuh)
   using Raw = std::conditional_t<V == 4, float4, float>;
   const int64_t b = blockIdx.x;
   const int64_t row = b / p.col_blocks;
@@ -156,6 +159,8 @@ struct GatherParams {
 // Copies bits: U is the unit type (uint4: 16 bytes; uint32_t / uint16_t: one fp32 / fp16 element), V elements each.
 template <typename U, int V>
 __global__ void __launch_bounds__(kThreads) gather_kernel(GatherParams p) {
+  pdl_launch_dependents();
+  pdl_wait();
   const int64_t b = blockIdx.x;
   const int64_t row = b / p.col_blocks;
   const int64_t cb = b % p.col_blocks;
@@ -235,20 +240,9 @@ KernelStatus swiglu(const SwigluArgs& a) {
   const auto grid = static_cast<unsigned>(plan.blocks);
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool vec = plan.vec > 1;
-  if (a.out_dtype == DType::kF16) {
-    if (vec) {
-      swiglu_kernel<true, 4><<<grid, kThreads, 0, stream>>>(p);
-    } else {
-      swiglu_kernel<true, 1><<<grid, kThreads, 0, stream>>>(p);
-    }
-  } else {
-    if (vec) {
-      swiglu_kernel<false, 4><<<grid, kThreads, 0, stream>>>(p);
-    } else {
-      swiglu_kernel<false, 1><<<grid, kThreads, 0, stream>>>(p);
-    }
-  }
-  VS_CUDA_TRY(cudaGetLastError());
+  auto kernel = a.out_dtype == DType::kF16 ? (vec ? &swiglu_kernel<true, 4> : &swiglu_kernel<true, 1>)
+                                           : (vec ? &swiglu_kernel<false, 4> : &swiglu_kernel<false, 1>);
+  VS_CUDA_TRY(launch_kernel(kernel, dim3(grid), dim3(kThreads), 0, stream, a.pdl, p));
   return KernelStatus::Ok();
 }
 
@@ -268,18 +262,9 @@ KernelStatus gather_rows(const GatherArgs& a) {
                        a.n, elem, plan.col_blocks};
   const auto grid = static_cast<unsigned>(plan.blocks);
   auto stream = static_cast<cudaStream_t>(a.stream);
-  if (plan.vec > 1) {
-    if (elem == 4) {
-      gather_kernel<uint4, 4><<<grid, kThreads, 0, stream>>>(p);
-    } else {
-      gather_kernel<uint4, 8><<<grid, kThreads, 0, stream>>>(p);
-    }
-  } else if (elem == 4) {
-    gather_kernel<uint32_t, 1><<<grid, kThreads, 0, stream>>>(p);
-  } else {
-    gather_kernel<uint16_t, 1><<<grid, kThreads, 0, stream>>>(p);
-  }
-  VS_CUDA_TRY(cudaGetLastError());
+  auto kernel = plan.vec > 1 ? (elem == 4 ? &gather_kernel<uint4, 4> : &gather_kernel<uint4, 8>)
+                             : (elem == 4 ? &gather_kernel<uint32_t, 1> : &gather_kernel<uint16_t, 1>);
+  VS_CUDA_TRY(launch_kernel(kernel, dim3(grid), dim3(kThreads), 0, stream, a.pdl, p));
   return KernelStatus::Ok();
 }
 

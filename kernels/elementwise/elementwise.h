@@ -41,6 +41,7 @@ struct SwigluArgs {
   int32_t n_rows = 0;
   int32_t n = 0;
   void* stream = nullptr;
+  bool pdl = false;  // device form: programmatic dependent launch (sm_90+ only; kernels/common/pdl.cuh)
 };
 void swiglu_ref(const SwigluArgs& a, const HostParallel* parallel = nullptr);
 KernelStatus swiglu(const SwigluArgs& a);
@@ -56,6 +57,7 @@ struct GatherArgs {
   int32_t n_rows = 0;
   int32_t n = 0;
   void* stream = nullptr;
+  bool pdl = false;  // device form: programmatic dependent launch (sm_90+ only; kernels/common/pdl.cuh)
 };
 void gather_rows_ref(const GatherArgs& a);
 KernelStatus gather_rows(const GatherArgs& a);

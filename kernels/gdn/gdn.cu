@@ -24,6 +24,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "common/pdl.cuh"
 #include "gdn/gdn.h"
 #include "gdn/gdn_blocks.h"
 #include "gdn/gdn_plan.h"
@@ -39,9 +40,15 @@ struct DeviceCtx {
   __device__ float shfl_xor(float v, int m) const { return __shfl_xor_sync(0xffffffffu, v, m); }
   __device__ float shfl(float v, int src) const { return __shfl_sync(0xffffffffu, v, src); }
   __device__ void store_f16(uint16_t* p, float v) const { *reinterpret_cast<__half*>(p) = __float2half_rn(v); }
+  // Waits for the previous kernel in the stream (programmatic dependent launch; returns at once without it).
+  __device__ void dep_wait() const { pdl_wait(); }
 };
 
-__device__ DeviceCtx this_block() {
+// Every kernel lets the next one be scheduled at once; all but the recurrent one wait for the previous kernel before
+// anything else (the recurrent block loads its state first and waits itself: recurrent_block).
+__device__ DeviceCtx this_block(bool wait = true) {
+  pdl_launch_dependents();
+  if (wait) pdl_wait();
   return DeviceCtx{static_cast<int32_t>(threadIdx.x), static_cast<int32_t>(blockDim.x)};
 }
 
@@ -55,7 +62,7 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(KernelArgs a) {
 }
 
 __global__ void __launch_bounds__(4 * kMaxHeadDim) gdn_recurrent_kernel(KernelArgs a) {
-  DeviceCtx ctx = this_block();
+  DeviceCtx ctx = this_block(false);
   recurrent_block(ctx, a, static_cast<int32_t>(blockIdx.x), static_cast<int32_t>(blockIdx.y),
                   reinterpret_cast<float*>(gdn_smem));
 }
@@ -88,7 +95,7 @@ __global__ void __launch_bounds__(kCommitThreads) gdn_commit_kernel(CommitArgs a
 dim3 to_dim3(const Dim3& d) { return dim3(d.x, d.y, d.z); }
 
 template <class Args>
-KernelStatus run(void (*kernel)(Args), const Launch& l, const Args& args, cudaStream_t stream) {
+KernelStatus run(void (*kernel)(Args), const Launch& l, const Args& args, cudaStream_t stream, bool pdl = false) {
   if (!l.run) return KernelStatus::Ok();
   // Above 48 KiB of dynamic shared memory a kernel must opt in (the 32-column state pass: 57 KiB, within Volta's
   // 96 KiB).
@@ -96,8 +103,7 @@ KernelStatus run(void (*kernel)(Args), const Launch& l, const Args& args, cudaSt
     VS_CUDA_TRY(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(l.smem_bytes)));
   }
-  kernel<<<to_dim3(l.grid), l.threads, l.smem_bytes, stream>>>(args);
-  VS_CUDA_TRY(cudaGetLastError());
+  VS_CUDA_TRY(launch_kernel(kernel, to_dim3(l.grid), dim3(l.threads), l.smem_bytes, stream, pdl, args));
   return KernelStatus::Ok();
 }
 
@@ -107,16 +113,16 @@ KernelStatus launch_stage(const ForwardPlan& plan, Stage stage) {
   auto stream = static_cast<cudaStream_t>(plan.stream);
   switch (stage) {
     case Stage::kConv:
-      return run(&gdn_conv_kernel, plan.conv, plan.k, stream);
+      return run(&gdn_conv_kernel, plan.conv, plan.k, stream, plan.pdl);
     case Stage::kRecurrent:
-      return run(&gdn_recurrent_kernel, plan.recurrent, plan.k, stream);
+      return run(&gdn_recurrent_kernel, plan.recurrent, plan.k, stream, plan.pdl);
     case Stage::kPrep:
-      return run(&gdn_prep_kernel, plan.prep, plan.k, stream);
+      return run(&gdn_prep_kernel, plan.prep, plan.k, stream, plan.pdl);
     case Stage::kStatePass:
-      if (plan.pass_cols == 32) return run(&gdn_state_pass_kernel<32>, plan.state_pass, plan.k, stream);
-      return run(&gdn_state_pass_kernel<16>, plan.state_pass, plan.k, stream);
+      if (plan.pass_cols == 32) return run(&gdn_state_pass_kernel<32>, plan.state_pass, plan.k, stream, plan.pdl);
+      return run(&gdn_state_pass_kernel<16>, plan.state_pass, plan.k, stream, plan.pdl);
     case Stage::kNorm:
-      return run(&gdn_norm_kernel, plan.norm, plan.k, stream);
+      return run(&gdn_norm_kernel, plan.norm, plan.k, stream, plan.pdl);
   }
   return VS_KERNEL_FAIL(kBadArgument, "gdn: unknown stage");
 }

@@ -115,6 +115,9 @@ struct DeviceArgs {
   void* workspace = nullptr;  // scratch: conv outputs, beta, g, chunk intermediates
   size_t workspace_bytes = 0;
   void* stream = nullptr;
+  // Programmatic dependent launch (sm_90+ only; kernels/common/pdl.cuh): the kernels may be scheduled while the
+  // previous kernel in the stream still runs; the recurrent kernel reads its state before waiting for it.
+  bool pdl = false;
 };
 // Scratch of the device form: per token row the conv outputs and gates, and the chunked form's W, U, Qe, P
 // (gdn_math.h WorkspaceLayout; 140 KB per row on the 27B shapes, whatever the mode). 256-byte aligned.

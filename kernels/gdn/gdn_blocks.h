@@ -264,7 +264,10 @@ VS_HD void recurrent_block(Ctx& ctx, const KernelArgs& a, int32_t j, int32_t seq
   const SeqDesc s = a.seqs[seq_index];
   const int32_t T = seq_tokens(s, a.n_rows, a.max_seq_tokens);
   const bool ckpt = seq_has_ckpt(s, a.ckpt_enabled);
-  if (T == 0 || seq_chunked(a.mode, T, ckpt)) return;  // uniform over the block
+  if (T == 0 || seq_chunked(a.mode, T, ckpt)) {  // uniform over the block
+    ctx.dep_wait();  // every block waits (pdl.cuh): the kernel must not complete before the previous one
+    return;
+  }
   const int32_t dk = a.head_k_dim, dv = a.head_v_dim, nv = a.n_v_heads;
   const int32_t kh = j / a.ratio;
   const int32_t lane = ctx.tid & 31, warp = ctx.tid >> 5, n_warps = ctx.nthreads >> 5;
@@ -293,6 +296,9 @@ VS_HD void recurrent_block(Ctx& ctx, const KernelArgs& a, int32_t j, int32_t seq
     st[i][0] = lo.x, st[i][1] = lo.y, st[i][2] = lo.z, st[i][3] = lo.w;
     st[i][4] = hi.x, st[i][5] = hi.y, st[i][6] = hi.z, st[i][7] = hi.w;
   }
+  // Only this layer's recurrent kernel writes its state, so the load above may overlap the previous kernel (the
+  // conv, under programmatic dependent launch); its outputs (ws_conv, beta, g) are read only after this wait.
+  ctx.dep_wait();
   const int64_t ck_row0 = ckpt ? static_cast<int64_t>(s.ckpt) * a.max_ckpt_tokens : 0;
 
   for (int32_t t0 = 0; t0 < T; t0 += kRecTokens) {

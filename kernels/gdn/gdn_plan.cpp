@@ -67,6 +67,7 @@ KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* pla
     return VS_KERNEL_FAIL(kBadArgument, "gdn: pass_cols must be 0, 16 or 32");
   }
   plan->stream = a.stream;
+  plan->pdl = a.pdl;
   if (a.n_seqs == 0 || a.n_rows == 0 || a.max_seq_tokens == 0) return KernelStatus::Ok();
   if (a.n_seqs > 65535) return VS_KERNEL_FAIL(kUnsupported, "gdn: n_seqs above the grid limit (65535)");
   if (a.max_seq_tokens > (1 << 20)) return VS_KERNEL_FAIL(kUnsupported, "gdn: max_seq_tokens above 2^20");

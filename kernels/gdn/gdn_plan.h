@@ -81,6 +81,7 @@ struct ForwardPlan {
   Launch norm;             // grid (max_seq_tokens, n_seqs)
   int32_t pass_cols = 16;  // value columns per state-pass block: 16 or 32 (gdn_blocks.h state_pass_block)
   void* stream = nullptr;
+  bool pdl = false;  // DeviceArgs::pdl
 };
 
 struct PlanOptions {

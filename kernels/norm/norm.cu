@@ -13,6 +13,7 @@
 
 #include <cstdint>
 
+#include "common/pdl.cuh"
 #include "norm/norm.h"
 #include "norm/norm_plan.h"
 
@@ -87,6 +88,8 @@ __device__ __forceinline__ float block_sum(float v) {
 
 template <int V, int ITERS, typename OutT>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(Params p) {
+  pdl_launch_dependents();
+  pdl_wait();  // x and the residual come from the previous kernel
   const int64_t row = blockIdx.x;
   const float* x = p.x + row * p.x_stride;
   float* res = p.residual != nullptr ? p.residual + row * p.residual_stride : nullptr;
@@ -133,34 +136,30 @@ __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(Params p) {
 }
 
 template <int V, int ITERS>
-cudaError_t launch(const Params& p, bool f16, int rows, cudaStream_t stream) {
-  if (f16) {
-    rms_norm_kernel<V, ITERS, __half><<<rows, kNormThreads, 0, stream>>>(p);
-  } else {
-    rms_norm_kernel<V, ITERS, float><<<rows, kNormThreads, 0, stream>>>(p);
-  }
-  return cudaGetLastError();
+cudaError_t launch(const Params& p, bool f16, int rows, cudaStream_t stream, bool pdl) {
+  auto kernel = f16 ? &rms_norm_kernel<V, ITERS, __half> : &rms_norm_kernel<V, ITERS, float>;
+  return launch_kernel(kernel, dim3(rows), dim3(kNormThreads), 0, stream, pdl, p);
 }
 
 // The instantiated (vector width, iterations) pairs: norm_plan's powers of two up to kNormMaxIters*.
-cudaError_t dispatch(const NormPlan& plan, const Params& p, bool f16, int rows, cudaStream_t stream) {
+cudaError_t dispatch(const NormPlan& plan, const Params& p, bool f16, int rows, cudaStream_t stream, bool pdl) {
   if (plan.vec == 4) {
     switch (plan.iters) {
-      case 1: return launch<4, 1>(p, f16, rows, stream);
-      case 2: return launch<4, 2>(p, f16, rows, stream);
-      case 4: return launch<4, 4>(p, f16, rows, stream);
-      case 8: return launch<4, 8>(p, f16, rows, stream);
-      case 16: return launch<4, 16>(p, f16, rows, stream);
+      case 1: return launch<4, 1>(p, f16, rows, stream, pdl);
+      case 2: return launch<4, 2>(p, f16, rows, stream, pdl);
+      case 4: return launch<4, 4>(p, f16, rows, stream, pdl);
+      case 8: return launch<4, 8>(p, f16, rows, stream, pdl);
+      case 16: return launch<4, 16>(p, f16, rows, stream, pdl);
       default: return cudaErrorInvalidValue;
     }
   }
   switch (plan.iters) {
-    case 1: return launch<1, 1>(p, f16, rows, stream);
-    case 2: return launch<1, 2>(p, f16, rows, stream);
-    case 4: return launch<1, 4>(p, f16, rows, stream);
-    case 8: return launch<1, 8>(p, f16, rows, stream);
-    case 16: return launch<1, 16>(p, f16, rows, stream);
-    case 32: return launch<1, 32>(p, f16, rows, stream);
+    case 1: return launch<1, 1>(p, f16, rows, stream, pdl);
+    case 2: return launch<1, 2>(p, f16, rows, stream, pdl);
+    case 4: return launch<1, 4>(p, f16, rows, stream, pdl);
+    case 8: return launch<1, 8>(p, f16, rows, stream, pdl);
+    case 16: return launch<1, 16>(p, f16, rows, stream, pdl);
+    case 32: return launch<1, 32>(p, f16, rows, stream, pdl);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -193,7 +192,7 @@ KernelStatus rms_norm(const RmsNormArgs& a) {
   p.out_stride = a.out_stride;
   p.n = a.n;
   p.eps = a.eps;
-  VS_CUDA_TRY(dispatch(plan, p, a.out_dtype == DType::kF16, a.n_rows, static_cast<cudaStream_t>(a.stream)));
+  VS_CUDA_TRY(dispatch(plan, p, a.out_dtype == DType::kF16, a.n_rows, static_cast<cudaStream_t>(a.stream), a.pdl));
   return KernelStatus::Ok();
 }
 

@@ -25,6 +25,7 @@ struct RmsNormArgs {
   int32_t n = 0;
   float eps = 1e-6f;
   void* stream = nullptr;  // device form only
+  bool pdl = false;        // device form: programmatic dependent launch (sm_90+ only; kernels/common/pdl.cuh)
 };
 
 void rms_norm_ref(const RmsNormArgs& a, const HostParallel* parallel = nullptr);

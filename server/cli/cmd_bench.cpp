@@ -48,6 +48,7 @@ struct EngineBenchArgs {
   uint64_t seed = 1;
   bool op_timing = false;
   bool no_cuda_graphs = false;
+  bool no_pdl = false;
   bool json = false;
   int32_t speculative_k = 0;  // decode: MTP drafts per round (0: plain decoding)
 };
@@ -76,6 +77,7 @@ std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_runni
   model.max_context = max_context;
   model.op_timing = a.op_timing;
   model.cuda_graphs = !a.no_cuda_graphs;
+  model.pdl = !a.no_pdl;
   EngineConfig config;
   config.max_running = max_running;
   config.max_waiting = max_running;
@@ -175,6 +177,7 @@ void run_decode(const EngineBenchArgs& a) {
   out["batch"] = a.batch;
   out["tokens"] = a.tokens;
   out["cuda_graphs"] = !a.no_cuda_graphs && !a.op_timing;
+  out["pdl"] = !a.no_pdl;
   out["ms_per_token"] = ms_per_token;
   out["tokens_per_second_per_sequence"] = tps_per_seq;
   out["tokens_per_second"] = tps_per_seq * a.batch;
@@ -272,6 +275,9 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_flag("--op-timing", a.op_timing,
                 "CUDA: log the per-op device time of the steps at the end (launches eagerly: no CUDA graphs)");
   cmd->add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: launch every step eagerly (decode steps replay as graphs)");
+  cmd->add_flag("--no-pdl", a.no_pdl,
+                "CUDA, sm_90+: launch each kernel after the previous one has finished (by default each may be scheduled "
+                "while the one before it finishes: programmatic dependent launch)");
   cmd->add_flag("--json", a.json, "One line of JSON");
 }
 

@@ -34,6 +34,7 @@ struct EmuCtx {
   float shfl_xor(float v, int m) const { return exchange(v, (tid & 31) ^ m); }
   float shfl(float v, int src) const { return exchange(v, src); }
   void store_f16(uint16_t* p, float v) const { *p = fp::float_to_f16(v); }
+  void dep_wait() const {}  // launches run one after another here: nothing to wait for
 };
 
 // One block's worth of fibers, reused for every block of a launch.

@@ -310,6 +310,7 @@ class CudaBackend final : public Backend {
   cuda::DeviceReport report_;
   kernels::KernelFamily family_ = kernels::KernelFamily::kSm80;
   cudaStream_t stream_ = nullptr;
+  bool pdl_ = false;  // options_.pdl on an sm_90+ device
   cublasHandle_t cublas_ = nullptr;
   cuda::DeviceMemory memory_;
   StepLimits limits_;
@@ -378,6 +379,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(const CudaBackendOption
   }
   VS_ASSIGN_OR_RETURN(b->report_, cuda::probe_device(options.device, /*measure_bandwidth=*/true));
   const int cc = b->report_.compute_capability;
+  // The same kind of escape hatch: VOLTSERVE_PDL=0 launches every kernel after the previous one has finished.
+  const char* pdl_env = std::getenv("VOLTSERVE_PDL");
+  b->pdl_ = options.pdl && cc >= 90 && !(pdl_env != nullptr && std::string_view(pdl_env) == "0");
   if (options.kernel_family == "auto") {
     b->family_ = kernels::preferred_family(cc);
   } else if (options.kernel_family == "sm80") {
@@ -803,6 +807,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& 
   a.n = static_cast<int32_t>(x.cols);
   a.eps = eps;
   a.stream = stream_;
+  a.pdl = pdl_;
   check(kernels::norm::rms_norm(a), "rms_norm");
 }
 
@@ -822,6 +827,7 @@ void CudaBackend::rms_norm_residual(const Tensor& x, Tensor& residual, const Ten
   a.n = static_cast<int32_t>(x.cols);
   a.eps = eps;
   a.stream = stream_;
+  a.pdl = pdl_;
   check(kernels::norm::rms_norm(a), "rms_norm_residual");
 }
 
@@ -844,6 +850,7 @@ void CudaBackend::linear_rows(const cuda::CudaLinear& w, const void* x, int64_t 
     a.workspace_bytes = scratch_bytes_;
     a.cublas_handle = cublas_;
     a.stream = stream_;
+    a.overlap = pdl_ ? 0 : 2;  // 2: a plain launch
     if (!check(kernels::linear_forward(seg.view, a), "linear")) return;
   }
 }
@@ -876,6 +883,7 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor& out) {
   a.n_rows = static_cast<int32_t>(gate.rows);
   a.n = static_cast<int32_t>(gate.cols);
   a.stream = stream_;
+  a.pdl = pdl_;
   check(kernels::elementwise::swiglu(a), "swiglu");
 }
 
@@ -892,6 +900,7 @@ void CudaBackend::gather_output_rows(const Tensor& x, Tensor& out) {
   a.n_rows = static_cast<int32_t>(batch_->outputs.size());
   a.n = static_cast<int32_t>(x.cols);
   a.stream = stream_;
+  a.pdl = pdl_;
   check(kernels::elementwise::gather_rows(a), "gather_output_rows");
 }
 
@@ -930,6 +939,7 @@ void CudaBackend::gated_attention(const AttentionParams& p, const AttentionWeigh
   a.workspace = scratch_;
   a.workspace_bytes = scratch_bytes_;
   a.stream = stream_;
+  a.pdl = pdl_;
   check(kernels::attention::gated_attention(p, a), "gated_attention");
 }
 
@@ -972,6 +982,7 @@ void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tenso
   a.workspace = scratch_;
   a.workspace_bytes = scratch_bytes_;
   a.stream = stream_;
+  a.pdl = pdl_;
   check(kernels::gdn::gdn_forward(p, a), "gdn_layer");
 }
 

@@ -23,6 +23,9 @@ struct CudaBackendOptions {
   // Replay decode-sized steps (up to 64 token rows) as CUDA graphs captured per step shape
   // (backend/step_graphs.h); op_timing turns them off.
   bool cuda_graphs = true;
+  // sm_90+: launch the step's kernels with programmatic dependent launch (kernels/common/pdl.cuh), so that each
+  // may be scheduled while the previous one still runs; ignored below sm_90.
+  bool pdl = true;
 };
 
 // Whether this build has the CUDA backend and a CUDA device is visible; `why` says why not.

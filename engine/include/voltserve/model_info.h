@@ -48,6 +48,9 @@ struct ModelOptions {
   bool op_timing = false;
   // CUDA: replay decode-sized steps as CUDA graphs (same tokens as eager launches; off for comparisons).
   bool cuda_graphs = true;
+  // CUDA, sm_90+: programmatic dependent launch between a step's kernels (each may be scheduled while the one
+  // before it finishes; same results). Off for comparisons.
+  bool pdl = true;
   // The output head: "" or "keep" as the checkpoint stores it; "fp8" (one scale per row) or "nvfp4" quantize a
   // BF16 head at load (a smaller decode step; greedy agreement measured in bench/RESULTS.md).
   std::string lm_head;
