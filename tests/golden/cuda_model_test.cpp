@@ -3,7 +3,7 @@
 // the CPU's top-2 margin exceeds that tolerance, chunked prefill + decode within tolerance of one pass, several
 // sequences in one step equal to each alone (bitwise for decode steps: the M <= 16 linear path is batch invariant),
 // a verify item + partial commit equal to decoding the kept tokens, a seeded sampled request independent of its
-// batch, decode steps replayed from CUDA graphs bitwise equal to eager launches, the prefix cache's device copies
+// batch, decode steps replayed from CUDA graphs with PDL bitwise equal to plain eager launches, the prefix cache's device copies
 // exact and its greedy output equal to the cache-off engine's. Skips itself without a CUDA device (scripts/gpu-check.sh runs it on a GPU machine).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
@@ -455,12 +455,14 @@ TEST_CASE("CUDA: a seeded sampled request gives the same tokens whatever else is
   CHECK(same);
 }
 
-TEST_CASE("CUDA: decode steps replayed as graphs equal eager launches", "[gpu]") {
+TEST_CASE("CUDA: decode steps replayed as graphs (with programmatic dependent launch) equal plain eager launches", "[gpu]") {
   int cc = 0;
   if (!have_gpu(&cc)) SKIP("no CUDA device");
   // Three sequences (greedy, sampled with penalties, sampled with top-k) decoded 320 steps from ~20-token prompts:
   // their contexts cross the 256 and 512 buckets of the attention grid, the batch drops to two sequences half way
   // (a new shape), and every 16th step also asks for sequence 0's logits. Each runner feeds back its own tokens.
+  // The graphed runner also launches with programmatic dependent launch (sm_90+), the eager one without: a kernel
+  // that read its input before the previous kernel finished would show here as a mismatch.
   auto load = [&](bool graphs) {
     RunnerOptions opt;
     opt.model.model_dir = fixture_dir("tiny-chat").string();
@@ -468,6 +470,7 @@ TEST_CASE("CUDA: decode steps replayed as graphs equal eager launches", "[gpu]")
     opt.model.max_context = 640;
     opt.model.n_slots = 4;
     opt.model.cuda_graphs = graphs;
+    opt.model.pdl = graphs;
     opt.max_step_tokens = 64;
     auto r = Qwen35Runner::load(opt);
     INFO(r.status().to_string());
