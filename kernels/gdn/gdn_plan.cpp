@@ -161,8 +161,8 @@ KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* pla
   plan->prep = launch(chunked, {ceil_div(a.max_seq_tokens, kChunkTokens), nv, seqs}, kPrepThreads, kPrepSmemFloats);
   int32_t cols = opt.pass_cols;
   if (cols == 0) {
-    const int64_t blocks32 = int64_t{a.n_seqs} * p.n_v_heads * ceil_div(p.head_v_dim, 32);
-    cols = opt.sm_count > 0 && blocks32 >= 2 * int64_t{opt.sm_count} ? 32 : 16;
+    const int64_t blocks16 = int64_t{a.n_seqs} * p.n_v_heads * ceil_div(p.head_v_dim, 16);
+    cols = opt.sm_count > 0 && blocks16 > 2 * int64_t{opt.sm_count} ? 32 : 16;
   }
   plan->pass_cols = cols;
   plan->state_pass =

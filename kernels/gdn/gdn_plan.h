@@ -85,8 +85,10 @@ struct ForwardPlan {
 };
 
 struct PlanOptions {
-  // Multiprocessors of the device (gdn_forward asks the runtime). The state pass takes 32 columns per block when
-  // that still gives at least two blocks per multiprocessor (fewer re-reads from L2), else 16 (more blocks).
+  // Multiprocessors of the device (gdn_forward asks the runtime). The state pass takes 16 columns per block while
+  // those blocks fit one wave at two per multiprocessor, else 32 (half the blocks, each re-reading W / Qe / K half
+  // as often): on the H200 the 27B layer at batch 1 (384 blocks of 16 > 264 slots) passes 2048 tokens in 1.24 ms
+  // at 32 columns against 1.97 ms at 16 (bench_gdn, bench/RESULTS.md).
   int32_t sm_count = 0;
   int32_t pass_cols = 0;  // 16 or 32 forces the width (tests, benchmark); 0 picks as above
 };

@@ -165,7 +165,10 @@ TEST_CASE("gdn plan checks arguments and shapes the launches", "[unit]") {
   CHECK(plan.state_pass.smem_bytes <= 48 * 1024);
   CHECK(plan.prep.smem_bytes <= 48 * 1024);
   REQUIRE(plan_forward(p, b, &plan, PlanOptions{132, 0}).ok());
-  CHECK(plan.pass_cols == 16);  // one sequence: 192 blocks of 32 columns would leave an H200 half empty
+  CHECK(plan.pass_cols == 32);  // one sequence: 384 blocks of 16 columns would take two waves of an H200's 264 slots
+  CHECK(plan.state_pass.grid.x == 4);
+  REQUIRE(plan_forward(p, b, &plan, PlanOptions{192, 0}).ok());
+  CHECK(plan.pass_cols == 16);  // 384 blocks of 16 fit one wave of 2 x 192
   CHECK(plan.state_pass.grid.x == 8);
   REQUIRE(plan_forward(p, b, &plan, PlanOptions{0, 32}).ok());
   CHECK(plan.pass_cols == 32);
