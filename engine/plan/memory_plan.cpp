@@ -277,7 +277,7 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
        fmt::format("{} tensors", count_of(loaded, Use::kSmallParams)));
   item("other weights", bytes_of(loaded, Use::kOther), "");
   item("MTP head (estimate)", mtp.weights,
-       "mtp.* in the formats the config expects, for speculative decoding (its loader is not there yet)", false);
+       "mtp.* in the formats the config expects, loaded after the plan for speculative decoding", false);
   item("KV cache " + p.kv_cache_dtype, bytes_of(cache, Use::kKvCache) + n_pages * mtp.kv_per_page,
        fmt::format("{} pages x {} tokens = {} tokens, {} per token ({} attention layers{}, K and V{})", n_pages,
                    in.page_size, n_pages * in.page_size, format_bytes(p.kv_bytes_per_token),
