@@ -12,6 +12,7 @@
 
 #include "attention/attention.h"
 #include "model/kv_cache_dtype.h"
+#include "model/mtp_head.h"
 #include "backend/cuda_layout.h"
 #include "gdn/gdn.h"
 #include "model/quantized_head.h"
@@ -58,61 +59,40 @@ int64_t count_of(const std::map<Use, Tally>& m, Use use) {
   return it == m.end() ? 0 : it->second.count;
 }
 
-WeightFormat format_of(LayerQuant q) {
-  switch (q) {
-    case LayerQuant::kNvfp4:
-    case LayerQuant::kW4A16Nvfp4:
-      return WeightFormat::kNvfp4;
-    case LayerQuant::kFp8:
-    case LayerQuant::kFp8PerChannel:
-      return WeightFormat::kFp8;
-    default:
-      return WeightFormat::kDense;
-  }
-}
-
-// The MTP head (MODEL.md §4.1) in the formats its config expects, as a checkpoint's tensors would be prepared, and
-// its attention layers' KV per page: counted until the speculative decoding work loads it through the model (then
-// the sizing pass sees its weights and this is skipped).
-struct MtpEstimate {
-  int64_t weights = 0;
+// The MTP head as the runner loads it when it speculates (Qwen35Runner::load_drafter: a verify size, and mtp.*
+// tensors in the checkpoint): its weights and its workspace for max_step_tokens rows through the sizing backend,
+// and its attention layer's KV per page. Taken back out of the sizing backend's tallies, so that the model's own
+// lines stay the model's.
+struct MtpSizes {
+  int64_t bytes = 0;  // weights + workspace
   int64_t kv_per_page = 0;
 };
-MtpEstimate estimate_mtp(const ModelConfig& c, const PlanInputs& in, DType kv_dtype) {
-  MtpEstimate e;
-  if (c.mtp_num_hidden_layers <= 0 || in.max_verify_tokens <= 0) return e;
-  static const uint8_t kData = 0;  // non-null: sized as a checkpoint's tensor (nothing is read)
-  static const float kRowScales = 1.0f;
-  auto ref = [&](const std::string& module, int64_t n, int64_t k) {
-    kernels::HostWeightRef r;
-    r.n = n;
-    r.k = k;
-    r.codes = &kData;
-    r.format = format_of(c.quantization.expected(module));
-    if (c.quantization.expected(module) == LayerQuant::kFp8PerChannel) r.channel_scales = &kRowScales;
-    return r;
+Result<MtpSizes> size_mtp(ModelSource& source, const Qwen35Model& model, SizingBackend& sb, const PlanInputs& in,
+                          DType kv_dtype) {
+  MtpSizes m;
+  const ModelConfig& c = source.config;
+  if (in.max_verify_tokens <= 0 || c.mtp_num_hidden_layers < 1) return m;
+  if (source.checkpoint != nullptr && !checkpoint_has_mtp(*source.checkpoint)) return m;
+  auto take_back = [&](const std::map<Use, Tally>& before) {
+    const std::map<Use, Tally> d = diff(sb.tallies(), before);
+    for (const auto& [use, t] : d) sb.add(use, -t.bytes, -t.count);
+    return d;
   };
-  auto linear = [&](std::initializer_list<kernels::HostWeightRef> parts) {
-    e.weights += cuda_layout::linear_bytes(std::vector<kernels::HostWeightRef>(parts), in.family);
+  const std::map<Use, Tally> before = sb.tallies();
+  VS_ASSIGN_OR_RETURN(std::unique_ptr<MtpHead> head, MtpHead::load(*source.weights, c, sb, model.embedding(),
+                                                                   model.output(), model.final_norm()));
+  VS_RETURN_IF_ERROR(head->configure(in.max_step_tokens, in.n_slots));
+  auto kv_at = [&](int32_t n_pages) -> Result<int64_t> {
+    const std::map<Use, Tally> b = sb.tallies();
+    VS_ASSIGN_OR_RETURN(KvCacheLayer layer, head->alloc_cache(in.page_size, n_pages, kv_dtype));
+    (void)layer;
+    return bytes_of(take_back(b), Use::kKvCache);
   };
-  auto small = [&](int64_t n) { e.weights += cuda_layout::alloc_bytes(n * static_cast<int64_t>(sizeof(float))); };
-  const int64_t H = c.hidden_size, nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim, I = c.intermediate_size;
-  linear({ref("mtp.fc", H, 2 * H)});
-  for (int i = 0; i < 3; ++i) small(H);  // pre_fc_norm_embedding, pre_fc_norm_hidden, norm
-  for (int64_t l = 0; l < c.mtp_num_hidden_layers; ++l) {
-    const std::string p = "mtp.layers." + std::to_string(l) + ".";
-    linear({ref(p + "self_attn.q_proj", 2 * nh * hd, H), ref(p + "self_attn.k_proj", nkv * hd, H),
-            ref(p + "self_attn.v_proj", nkv * hd, H)});
-    linear({ref(p + "self_attn.o_proj", H, nh * hd)});
-    linear({ref(p + "mlp.gate_proj", I, H), ref(p + "mlp.up_proj", I, H)});
-    linear({ref(p + "mlp.down_proj", H, I)});
-    small(H);
-    small(H);
-    small(hd);
-    small(hd);
-    e.kv_per_page += 2 * static_cast<int64_t>(in.page_size) * nkv * hd * static_cast<int64_t>(dtype_bytes(kv_dtype));
-  }
-  return e;
+  VS_ASSIGN_OR_RETURN(const int64_t kv1, kv_at(1));
+  VS_ASSIGN_OR_RETURN(const int64_t kv2, kv_at(2));
+  m.kv_per_page = kv2 - kv1;
+  for (const auto& [use, t] : take_back(before)) m.bytes += t.bytes;
+  return m;
 }
 
 int64_t kernel_scratch(const ModelConfig& c, const SizingBackend& sb, const ModelStepLimits& lim,
@@ -208,8 +188,7 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   const std::map<Use, Tally> step = diff(sb.tallies(), before_step);
   const int64_t scratch = kernel_scratch(c, sb, limits, in);
 
-  MtpEstimate mtp;
-  if (in.max_verify_tokens > 0 && !sb.prepared_any("mtp.")) mtp = estimate_mtp(c, in, kv_dtype);
+  VS_ASSIGN_OR_RETURN(const MtpSizes mtp, size_mtp(source, *model, sb, in, kv_dtype));
   const int64_t graph_nodes = kKernelsPerLayer * c.n_layers + 8;
   const int64_t n_graphs = static_cast<int64_t>(in.n_slots) * (in.max_verify_tokens > 0 ? 2 : 1);
   const int64_t graphs = kGraphBaseBytes + n_graphs * graph_nodes * kGraphNodeBytes;
@@ -221,7 +200,7 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   for (Use u : {Use::kGdnState, Use::kVerifyCheckpoints, Use::kPrefixSnapshots, Use::kOther}) {
     fixed += bytes_of(cache1, u);
   }
-  fixed += mtp.weights + graphs + margin;
+  fixed += mtp.bytes + graphs + margin;
   const int64_t per_page = kv_per_page + mtp.kv_per_page;
 
   // KV pages: as asked, or what is left, up to every running sequence at full context.
@@ -276,8 +255,7 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
   item("norms and small parameters fp32", bytes_of(loaded, Use::kSmallParams),
        fmt::format("{} tensors", count_of(loaded, Use::kSmallParams)));
   item("other weights", bytes_of(loaded, Use::kOther), "");
-  item("MTP head (estimate)", mtp.weights,
-       "mtp.* in the formats the config expects, loaded after the plan for speculative decoding", false);
+  item("MTP head", mtp.bytes, "mtp.* weights and workspace, for speculative decoding");
   item("KV cache " + p.kv_cache_dtype, bytes_of(cache, Use::kKvCache) + n_pages * mtp.kv_per_page,
        fmt::format("{} pages x {} tokens = {} tokens, {} per token ({} attention layers{}, K and V{})", n_pages,
                    in.page_size, n_pages * in.page_size, format_bytes(p.kv_bytes_per_token),

@@ -105,11 +105,6 @@ int64_t SizingBackend::linear_scratch_bytes(int64_t m_layers, int64_t m_head) co
   return static_cast<int64_t>(most);
 }
 
-bool SizingBackend::prepared_any(const std::string& part) const {
-  return std::any_of(prepared_.begin(), prepared_.end(),
-                     [&](const Prepared& p) { return p.what.find(part) != std::string::npos; });
-}
-
 Status SizingBackend::configure(const StepLimits& limits) {
   limits_ = limits;
   for (const cuda_layout::NamedBytes& b : cuda_layout::step_buffers(limits)) {

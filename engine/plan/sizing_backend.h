@@ -48,8 +48,6 @@ class SizingBackend final : public Backend {
   // The largest M >= 17 dequantization scratch of the prepared weights: layer weights at `m_layers` rows, the
   // output head (lm_head) at `m_head` rows.
   int64_t linear_scratch_bytes(int64_t m_layers, int64_t m_head) const;
-  // Whether any prepared weight's name contains `part` (the plan asks "mtp." to see whether the MTP head loaded).
-  bool prepared_any(const std::string& part) const;
   const StepLimits& limits() const { return limits_; }
   // The format the output head (lm_head) was prepared in; kDense when there is none of its own (tied).
   WeightFormat head_format() const { return head_format_; }

@@ -113,11 +113,16 @@ TEST_CASE("27B caches: 64 KiB of fp16 KV per token, 149.6 MiB of GDN state per s
   CHECK(m.at("GDN state fp32") == 4 * state);
   CHECK(m.at("verify checkpoints fp32") == 4 * 4 * state);
   CHECK(p.slot_bytes == 5 * state);
-  // The MTP head (424.7 M parameters, BF16 in the official checkpoint: fp16 on the device) is counted while its
-  // loader is not there: fc, q|k|v, o, gate|up, down and its norms.
-  const int64_t mtp = H * 2 * H * 2 + (kQ + 2 * kKV) * H * 2 + H * kO * 2 + 2 * I * H * 2 + H * I * 2 +
-                      3 * H * 4 + 2 * H * 4 + 2 * 256 * 4;
-  CHECK(m.at("MTP head (estimate)") == mtp);
+  // The MTP head as the drafter loads it (424.7 M parameters, BF16 in the official checkpoint: fp16 on the device):
+  // fc, q|k|v, o, gate|up, down and its norms, and its workspace (mtp_head.cpp configure) for the step's tokens and
+  // one draft row per running sequence: fp32 embedded / hidden / residual / mixed, fp16 concat / normed / attention
+  // out / MLP activation, fp32 q|k|v and gate|up, the draft logits, the output rows and two fp32 hidden states.
+  const int64_t weights = H * 2 * H * 2 + (kQ + 2 * kKV) * H * 2 + H * kO * 2 + 2 * I * H * 2 + H * I * 2 +
+                          3 * H * 4 + 2 * H * 4 + 2 * 256 * 4;
+  const int64_t T = p.max_tokens_per_step, outs = 4;
+  const int64_t workspace = T * (4 * H * 4 + 2 * H * 2 + H * 2 + kO * 2 + I * 2 + (kQ + 2 * kKV) * 4 + 2 * I * 4) +
+                            outs * V * 4 + outs * H * 2 + 2 * outs * H * 4;
+  CHECK(m.at("MTP head") == weights + workspace);
 }
 
 TEST_CASE("27B fp8 KV (--kv-cache-dtype fp8): 32 KiB per token, twice the pages at the same budget", "[unit]") {
