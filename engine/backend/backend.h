@@ -58,6 +58,7 @@ class PreparedLinear {
   virtual ~PreparedLinear() = default;
   virtual int64_t n() const = 0;  // output features (all parts)
   virtual int64_t k() const = 0;  // input features
+  virtual int64_t bytes() const = 0;  // what it holds on its backend
 };
 
 // Gated full attention (MODEL.md §2.5): the kernels' parameters (kernels/attention/attention.h). Norm weights arrive

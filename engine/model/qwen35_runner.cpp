@@ -95,7 +95,10 @@ Result<std::unique_ptr<Qwen35Runner>> Qwen35Runner::load(const RunnerOptions& op
   r->info_.hidden_size = static_cast<int32_t>(c.hidden_size);
   r->info_.eos_token_ids = c.eos_token_ids;
   r->info_.backend = r->backend_->name();
-  r->info_.weight_bytes = r->backend_->weight_bytes();
+  // What a decode step streams: every weight but an untied embedding table, of which a step reads one row per token.
+  const PreparedLinear& embedding = r->model_->embedding();
+  r->info_.weight_bytes =
+      r->backend_->weight_bytes() - (&embedding != &r->model_->output() ? embedding.bytes() : 0);
   r->info_.device_read_gbps = r->backend_->read_gbps();
   r->info_.kv_bytes_per_token = c.n_full_attention_layers() * 2 * c.n_kv_heads * c.head_dim *
                                 static_cast<int64_t>(dtype_bytes(r->model_->kv_cache_dtype()));

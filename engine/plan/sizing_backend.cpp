@@ -10,12 +10,13 @@ namespace {
 
 class SizedLinear final : public PreparedLinear {
  public:
-  SizedLinear(int64_t n, int64_t k) : n_(n), k_(k) {}
+  SizedLinear(int64_t n, int64_t k, int64_t bytes) : n_(n), k_(k), bytes_(bytes) {}
   int64_t n() const override { return n_; }
   int64_t k() const override { return k_; }
+  int64_t bytes() const override { return bytes_; }
 
  private:
-  int64_t n_, k_;
+  int64_t n_, k_, bytes_;
 };
 
 bool ends_with(std::string_view s, std::string_view tail) {
@@ -90,9 +91,13 @@ Result<std::unique_ptr<PreparedLinear>> SizingBackend::prepare_linear(std::span<
     v.k = s.k;
     prepared.segments.push_back(v);
   }
-  for (const auto& [use, b] : bytes) add(use, b);
+  int64_t total = 0;
+  for (const auto& [use, b] : bytes) {
+    add(use, b);
+    total += b;
+  }
   prepared_.push_back(std::move(prepared));
-  return std::unique_ptr<PreparedLinear>(std::make_unique<SizedLinear>(n, parts[0].k));
+  return std::unique_ptr<PreparedLinear>(std::make_unique<SizedLinear>(n, parts[0].k, total));
 }
 
 int64_t SizingBackend::linear_scratch_bytes(int64_t m_layers, int64_t m_head) const {

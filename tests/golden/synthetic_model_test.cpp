@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "model/qwen35_runner.h"
 #include "model/weight_provider.h"
 #include "voltserve/engine.h"
 
@@ -147,6 +148,26 @@ TEST_CASE("A small synthetic model of mixed formats generates finite, reproducib
   REQUIRE(c.is_ok());
   CHECK(run(**c, prompt) != first);  // another seed: other weights
   fs::remove(file);
+}
+
+// ModelInfo::weight_bytes is what a decode step streams: an untied embedding table is held but not streamed (a step
+// reads one row of it per token); a tied one is also the output head and streams. CPU backend: fp32 weights.
+TEST_CASE("model info: weight_bytes leaves out an untied embedding table, not a tied one", "[unit]") {
+  auto held_minus_streamed = [](const std::string& fixture) {
+    RunnerOptions opt;
+    opt.model.model_dir = (fs::path(VOLTSERVE_SOURCE_DIR) / "tests" / "fixtures" / "models" / fixture).string();
+    opt.model.backend = "cpu";
+    opt.model.n_threads = 1;
+    opt.model.max_context = 64;
+    opt.model.n_slots = 1;
+    auto r = Qwen35Runner::load(opt);
+    INFO(fixture << ": " << r.status().to_string());
+    REQUIRE(r.is_ok());
+    CHECK((*r)->info().weight_bytes > 0);
+    return (*r)->backend().weight_bytes() - (*r)->info().weight_bytes;
+  };
+  CHECK(held_minus_streamed("tiny-untied-sharded") == int64_t{384} * 64 * 4);  // config.json: vocab 384, hidden 64
+  CHECK(held_minus_streamed("tiny-tied") == 0);
 }
 
 }  // namespace voltserve

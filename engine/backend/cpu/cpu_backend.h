@@ -20,6 +20,7 @@ class CpuLinear final : public PreparedLinear {
   CpuLinear(int64_t n, int64_t k, std::vector<float> w) : n_(n), k_(k), w_(std::move(w)) {}
   int64_t n() const override { return n_; }
   int64_t k() const override { return k_; }
+  int64_t bytes() const override { return static_cast<int64_t>(w_.size() * sizeof(float)); }
   const float* row(int64_t i) const { return w_.data() + i * k_; }
 
  private:

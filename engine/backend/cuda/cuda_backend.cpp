@@ -455,8 +455,9 @@ Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<co
   const int64_t before = memory_.bytes_allocated();
   VS_ASSIGN_OR_RETURN(std::unique_ptr<cuda::CudaLinear> lin, cuda::prepare_cuda_linear(parts, family_, memory_, what));
   lin->label = linear_label(what);
+  lin->bytes_ = memory_.bytes_allocated() - before;
   ++n_weights_;
-  weight_bytes_ += memory_.bytes_allocated() - before;
+  weight_bytes_ += lin->bytes_;
   // The memory plan counts weights with cuda_layout; say so once if this backend's allocations drifted from it.
   if (const int64_t planned = cuda_layout::linear_bytes(parts, family_);
       planned != memory_.bytes_allocated() - before && !logged_layout_drift_) {

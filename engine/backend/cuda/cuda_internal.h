@@ -47,6 +47,7 @@ class CudaLinear final : public PreparedLinear {
   };
   int64_t n() const override { return n_; }
   int64_t k() const override { return k_; }
+  int64_t bytes() const override { return bytes_; }
   const std::vector<Segment>& segments() const { return segments_; }
   // Bytes of scratch the M >= 17 path of its segments wants for m rows.
   size_t workspace_bytes(int64_t m) const;
@@ -54,6 +55,7 @@ class CudaLinear final : public PreparedLinear {
   std::vector<Segment> segments_;
   int64_t n_ = 0;
   int64_t k_ = 0;
+  int64_t bytes_ = 0;  // device bytes of its segments (set by the backend)
   std::string label;  // "linear mlp.gate_proj+up_proj": the op timer's name for it (the module without layer index)
 };
 

@@ -15,7 +15,8 @@ struct ModelInfo {
   int32_t hidden_size = 0;             // width of the hidden states
   std::vector<int32_t> eos_token_ids;  // from config.json / generation_config.json
   std::string backend;                 // "cpu" or "cuda", with the device where there is one
-  int64_t weight_bytes = 0;            // the weights as the backend holds them (what a decode step streams)
+  int64_t weight_bytes = 0;            // what a decode step streams: the weights the backend holds, less an
+                                       // untied embedding table (a step reads one row of it per token)
   double device_read_gbps = 0.0;       // the device's read bandwidth measured at start-up (0: not measured)
   int64_t kv_bytes_per_token = 0;      // attention KV cache bytes one position takes (all full-attention layers)
   int64_t state_bytes_per_seq = 0;     // GDN conv + recurrent state bytes of one sequence (all linear layers)
