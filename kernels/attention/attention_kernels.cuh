@@ -45,6 +45,7 @@
 #include "attention/attention_math.h"
 #include "attention/attention_plan.h"
 #include "common/e4m3_codec.h"
+#include "common/pdl_device.h"
 
 namespace voltserve::kernels::attention::detail {
 
@@ -271,20 +272,11 @@ __device__ __forceinline__ bool find_prefill_tile(const KernelArgs& a, int32_t t
   return false;
 }
 
-// Programmatic dependent launch (kernels/common/pdl.cuh): the next kernel may be scheduled at once; nothing is read
-// or written before the previous kernel in the stream has finished. A no-op below sm_90 and in the emulator.
-__device__ __forceinline__ void pdl_entry() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
 // ---- 1. prep ----
 
 template <int DPL, class C>
 __global__ void __launch_bounds__(kPrepThreads) attention_prep_kernel(const KernelArgs a) {
-  pdl_entry();
+  pdl_start();  // programmatic dependent launch: nothing is touched before the previous kernel is done
   constexpr int32_t kD = 32 * DPL;
   __shared__ int32_t found;
   __shared__ float normed[kPrepWarps][kD];
@@ -598,7 +590,7 @@ __device__ __forceinline__ void write_output(const KernelArgs& a, int64_t row, i
 
 template <int DPL, class C>
 __global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kernel(const KernelArgs a) {
-  pdl_entry();
+  pdl_start();
   constexpr int32_t kD = 32 * DPL;
   __shared__ float merge[kMergeFloats<DPL>];
   const int32_t split = static_cast<int32_t>(blockIdx.x);
@@ -650,7 +642,7 @@ __global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kern
 
 template <int DPL>
 __global__ void __launch_bounds__(kCombineThreads, 1) attention_combine_kernel(const KernelArgs a) {
-  pdl_entry();
+  pdl_start();
   constexpr int32_t kD = 32 * DPL;
   static_assert(kMaxSplits <= 32, "one split per lane");
   const int32_t s = static_cast<int32_t>(blockIdx.x);
@@ -700,7 +692,7 @@ __global__ void __launch_bounds__(kCombineThreads, 1) attention_combine_kernel(c
 
 template <int DPL, class C>
 __global__ void __launch_bounds__(kAttendThreads, 1) attention_prefill_kernel(const KernelArgs a) {
-  pdl_entry();
+  pdl_start();
   __shared__ float merge[kMergeFloats<DPL>];
   const int lane = static_cast<int>(threadIdx.x) % 32;
   int32_t s = 0;

@@ -9,23 +9,14 @@
 // every block calls it (an early-returning block included), so that the kernel cannot complete before the one
 // before it: a later kernel's wait then covers every earlier kernel too. Only data that no kernel of the step
 // writes (weights; a layer's own recurrent state, written by that layer alone) may be read before the wait.
-// Below sm_90 both calls compile to nothing and `pdl` must be false (the caller checks the device).
+// Below sm_90 the device calls (pdl_device.h) compile to nothing and `pdl` must be false (the caller checks the
+// device).
 #pragma once
 #include <cuda_runtime.h>
 
+#include "common/pdl_device.h"
+
 namespace voltserve::kernels {
-
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the programmatic-serialization attribute when pdl.
 template <class... Params, class... Args>

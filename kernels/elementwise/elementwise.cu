@@ -95,8 +95,7 @@ struct SwigluParams {
 // is read before the thread that owns it writes it).
 template <bool F16, int V>
 __global__ void __launch_bounds__(kThreads) swiglu_kernel(SwigluParams p) {
-  pdl_launch_dependents();
-  pdl_wait();  // gate and up come from the previous kernel (kernels/common/pdl.cuh)
+  pdl_start();  // gate and up come from the previous kernel (kernels/common/pdl.cuh)
   using Raw = std::conditional_t<V == 4, float4, float>;
   const int64_t b = blockIdx.x;
   const int64_t row = b / p.col_blocks;
@@ -159,8 +158,7 @@ struct GatherParams {
 // Copies bits: U is the unit type (uint4: 16 bytes; uint32_t / uint16_t: one fp32 / fp16 element), V elements each.
 template <typename U, int V>
 __global__ void __launch_bounds__(kThreads) gather_kernel(GatherParams p) {
-  pdl_launch_dependents();
-  pdl_wait();
+  pdl_start();
   const int64_t b = blockIdx.x;
   const int64_t row = b / p.col_blocks;
   const int64_t cb = b % p.col_blocks;

@@ -13,6 +13,7 @@
 #include <array>
 #include <type_traits>
 
+#include "common/pdl_device.h"
 #include "linear/decode_pick.h"
 #include "linear/dequant_launch.cuh"
 #include "linear/linear.h"
@@ -314,10 +315,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   // may be scheduled once every block of this one has started, and this one's weight loads above (constant
   // data) were issued before waiting for the previous kernel, whose output x may be. Nothing is written before
   // the wait, so y is never touched while the previous launch still runs.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  pdl_start();
   // x one step ahead (default), or, with LATE_X2 and two token tiles, loaded right before use (fewer live
   // registers; x is read by every block of the SM and mostly hits L1).
   constexpr bool kXAhead = !(LATE_X2 && NT == 2);

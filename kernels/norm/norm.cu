@@ -88,8 +88,7 @@ __device__ __forceinline__ float block_sum(float v) {
 
 template <int V, int ITERS, typename OutT>
 __global__ void __launch_bounds__(kNormThreads) rms_norm_kernel(Params p) {
-  pdl_launch_dependents();
-  pdl_wait();  // x and the residual come from the previous kernel
+  pdl_start();  // x and the residual come from the previous kernel
   const int64_t row = blockIdx.x;
   const float* x = p.x + row * p.x_stride;
   float* res = p.residual != nullptr ? p.residual + row * p.residual_stride : nullptr;

@@ -460,10 +460,10 @@ Result<std::unique_ptr<PreparedLinear>> CudaBackend::prepare_linear(std::span<co
   weight_bytes_ += lin->bytes_;
   // The memory plan counts weights with cuda_layout; say so once if this backend's allocations drifted from it.
   if (const int64_t planned = cuda_layout::linear_bytes(parts, family_);
-      planned != memory_.bytes_allocated() - before && !logged_layout_drift_) {
+      planned != lin->bytes_ && !logged_layout_drift_) {
     logged_layout_drift_ = true;
     cuda_log().warn("cuda: {} took {} bytes, the memory plan's cuda_layout counts {} (backend/cuda_layout.cpp is "
-                    "out of date)", what, memory_.bytes_allocated() - before, planned);
+                    "out of date)", what, lin->bytes_, planned);
   }
   if (weight_bytes_ >= next_progress_bytes_) {
     cuda_log().info("cuda: weights on the device: {:.1f} GiB in {} tensors", static_cast<double>(weight_bytes_) / (1 << 30),
