@@ -13,10 +13,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "linear/decode_pick.h"
 #include "linear/dense_kmap.h"
 #include "linear/linear.h"
+#include "linear/linear_families.h"
 #include "linear/sm80_kmap.h"
 
 using namespace voltserve::kernels;
@@ -275,11 +278,13 @@ void make_dense_weights(DenseWeights& w, const DenseShape& sh, KernelFamily fam,
   fill(w.buf, w.pitch * w.copies, 21, 3);
 }
 
-// Median µs of one linear_forward over the weight's rotating copies (CUDA-graph replay); exits on an error.
-double time_linear(cudaStream_t s, const Weights& w, const LinearArgs& a, int replays) {
+// Median µs of one linear_forward over the weight's rotating copies (CUDA-graph replay); exits on an error. With a
+// DecodeChoice: the sm80 decode kernel with that variant / prefetch budget (linear_families.h).
+double time_linear(cudaStream_t s, const Weights& w, const LinearArgs& a, int replays,
+                   const sm80::DecodeChoice* choice = nullptr) {
   const int copies = static_cast<int>(w.codes.size());
   return median_us_graph(s, std::max(copies, 8), replays, [&](int i) {
-    const KernelStatus st = linear_forward(w.view(i), a);
+    const KernelStatus st = choice != nullptr ? sm80::linear_decode(w.view(i), a, *choice) : linear_forward(w.view(i), a);
     if (!st.ok()) {
       std::fprintf(stderr, "bench_linear: linear_forward: %s (%s:%d)\n", st.message, st.file, st.line);
       std::exit(1);
@@ -315,7 +320,7 @@ int main(int argc, char** argv) {
         char* end = nullptr;
         const long v = std::strtol(q, &end, 10);
         if (end == q || v < 0) {
-          std::fprintf(stderr, "bench_linear: --variants wants a comma-separated list of tuning numbers\n");
+          std::fprintf(stderr, "bench_linear: --variants wants a comma-separated list of variant ids (decode_pick.h)\n");
           return 2;
         }
         sweep_variants.push_back(static_cast<int>(v));
@@ -327,10 +332,8 @@ int main(int argc, char** argv) {
       const bool help = !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
       std::fprintf(help ? stdout : stderr,
                    "usage: bench_linear [--quick] [--no-sm70] [--sweep | --sweep-only | --prefetch-sweep | --mma-peak] [--only SHAPE] "
-                   "[--variants 0,4,21,... (the sweep's variants)] [--out results.tsv] [--warmup-ms MS] [--row-major-x]\n"
-                   "builds configured with -DVOLTSERVE_DECODE_DIAGNOSTICS=ON also take --variants 100 / 300 / 200 (or 100 + v, ...): "
-                   "the default pick's (variant v's) twin that decodes and multiplies without loading the codes / the codes "
-                   "and scales, or that loads the weights without using them (timing only)\n"
+                   "[--variants 0,4,21,... (the sweep's variants: kDecodeCandidates ids, 0 = the default pick)] "
+                   "[--out results.tsv] [--warmup-ms MS] [--row-major-x]\n"
                    "x is token-chunked for 2 <= M <= 16 (kernels/linear/x_layout.h) unless --row-major-x\nshapes (n x k; merged = projections merged by merge_packed_rows):\n");
       for (const Shape& sh : kShapes) {
         std::fprintf(help ? stdout : stderr, "  %-16s %6lld x %-6lld%s\n", sh.name, static_cast<long long>(sh.n),
@@ -402,6 +405,7 @@ int main(int argc, char** argv) {
     a.m = m;
     a.y = y;
     a.stream = s;
+    a.pdl = true;  // as the engine launches them on sm_90+ (ignored below)
     if (chunked_x && m >= kChunkedPreferredMinRows && m <= kChunkedMaxRows) a.x_layout = XLayout::kTokenChunked;
     return a;
   };
@@ -412,8 +416,8 @@ int main(int argc, char** argv) {
   else if (sm70_too) fams.push_back(KernelFamily::kSm70);
 
   if (sweep && cc >= 80) {
-    // sm80 decode-kernel variants (LinearArgs::tuning) on the shapes that carry most bytes.
-    std::printf("\n== sweep: sm80 variants (see sm80::linear_decode for the variants) ==\n");
+    // sm80 decode-kernel variants (kDecodeCandidates, decode_pick.h) on the shapes that carry most bytes.
+    std::printf("\n== sweep: sm80 variants (ids of kDecodeCandidates, kernels/linear/decode_pick.h) ==\n");
     for (const Shape& sh : kShapes) {
       if (only != nullptr && std::strcmp(only, sh.name) != 0) continue;
       for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
@@ -422,25 +426,21 @@ int main(int argc, char** argv) {
         make_weights(w, format, KernelFamily::kSm80, sh, l2);
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s %-5s m=%-3lld", sh.name, weight_format_name(format), static_cast<long long>(m));
-          // {tuning, overlap}: tuning 0 = the default pick; overlap 1 = programmatic dependent launch, 2 = plain.
-          // 12 / 13: v1's block shape streaming the weights only / decoding and multiplying only (diagnostics).
-          std::vector<std::array<int, 2>> variants = {
-              {0, 1},  {0, 2},  {1, 1},  {2, 1},  {4, 1},  {5, 1},  {6, 1},  {7, 1},  {8, 1},  {9, 1},
-              {10, 1}, {11, 1}, {15, 1}, {17, 1}, {18, 1}, {19, 1}, {21, 1}, {22, 1}, {23, 1}, {24, 1},
-              {25, 1}, {26, 1}, {27, 1}, {28, 1}, {29, 1}, {12, 1}, {13, 1}};
+          // {variant, pdl}: variant 0 = the default pick; o = programmatic dependent launch, p = plain.
+          std::vector<std::pair<int, bool>> variants = {{0, true}, {0, false}};
+          for (const auto& c : sm80::kDecodeCandidates) variants.emplace_back(c.id, true);
           if (!sweep_variants.empty()) {
             variants.clear();
-            for (int v : sweep_variants) variants.push_back({v, 1});
+            for (int v : sweep_variants) variants.emplace_back(v, true);
           }
-          for (const auto& vk : variants) {
-            const int tuning = vk[0];
-            if (sm80::decode_variant_uses_clusters(tuning) && cc < 90) continue;
+          for (const auto& [variant, pdl] : variants) {
+            if (variant != 0 && !sm80::decode_variant_runs_here(variant)) continue;
             LinearArgs a = decode_args(m);
-            a.overlap = vk[1];
-            a.tuning = tuning;
-            const double us = time_linear(s, w, a, 15);
+            a.pdl = pdl;
+            const sm80::DecodeChoice choice{variant, -1};
+            const double us = time_linear(s, w, a, 15, &choice);
             const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
-            std::printf("  v%d/%c %5.1fus %4.1f%%", tuning, vk[1] == 1 ? 'o' : 'p', us, 100.0 * gbs / ceiling_gbs);
+            std::printf("  v%d/%c %5.1fus %4.1f%%", variant, pdl ? 'o' : 'p', us, 100.0 * gbs / ceiling_gbs);
           }
           std::printf("\n");
           std::fflush(stdout);
@@ -450,7 +450,7 @@ int main(int argc, char** argv) {
   }
 
   if (pf_sweep && cc >= 80) {
-    // FP8 L2 prefetch budgets (LinearArgs::l2_prefetch_kib; 0 = none), default variant, with programmatic dependent
+    // FP8 L2 prefetch budgets (DecodeChoice::l2_prefetch_kib; 0 = none), default variant, with programmatic dependent
     // launch (o) and plain launches (p).
     std::printf("\n== prefetch sweep: FP8, {o: PDL | p: plain}{l2_prefetch_kib} ==\n");
     for (const Shape& sh : kShapes) {
@@ -463,9 +463,9 @@ int main(int argc, char** argv) {
                                   {1, 12288}, {1, 16384}, {2, 0},   {2, 8192}};
         for (const auto& c : configs) {
           LinearArgs a = decode_args(m);
-          a.overlap = c[0];
-          a.l2_prefetch_kib = c[1];
-          const double us = time_linear(s, w, a, 15);
+          a.pdl = c[0] == 1;
+          const sm80::DecodeChoice choice{0, c[1]};
+          const double us = time_linear(s, w, a, 15, &choice);
           const double gbs = (w.code_bytes + w.scale_bytes) / (us * 1e3);
           std::printf("  %c%d %5.1fus %4.1f%%", c[0] == 1 ? 'o' : 'p', c[1], us, 100.0 * gbs / ceiling_gbs);
         }
@@ -584,9 +584,11 @@ int main(int argc, char** argv) {
       make_dense_weights(w, sh, fam, l2);
       std::vector<int64_t> fam_ms = ms;
       if (fam == KernelFamily::kSm70 && cc >= 80) fam_ms = {1, 8, 16};
-      auto time_dense = [&](const LinearArgs& a) {
+      auto time_dense = [&](const LinearArgs& a, int warps = 0) {  // warps per block, 0: the default
         return median_us_graph(s, std::max(w.copies, 8), 21, [&](int i) {
-          const KernelStatus st = linear_forward(w.view(i), a);
+          const KernelStatus st = warps == 0                     ? linear_forward(w.view(i), a)
+                                  : fam == KernelFamily::kSm80 ? sm80::linear_dense_decode(w.view(i), a, warps)
+                                                               : sm70::linear_dense_decode(w.view(i), a, warps);
           if (!st.ok()) {
             std::fprintf(stderr, "bench_linear: linear_forward (dense): %s (%s:%d)\n", st.message, st.file, st.line);
             std::exit(1);
@@ -607,9 +609,7 @@ int main(int argc, char** argv) {
         for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{16}}) {
           std::printf("%-16s dense %s m=%-3lld", sh.name, family_name(fam), static_cast<long long>(m));
           for (int warps : {4, 8, 16}) {
-            LinearArgs a = decode_args(m);
-            a.tuning = warps;
-            const double us = time_dense(a);
+            const double us = time_dense(decode_args(m), warps);
             std::printf("  w%d %8.2fus %5.1f%%", warps, us, 100.0 * (w.bytes / (us * 1e3)) / ceiling_gbs);
           }
           std::printf("\n");

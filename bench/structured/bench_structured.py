@@ -1,8 +1,12 @@
-"""Structured-output cost on the CPU fixture model: decode tokens/s of a real `voltserve serve` with and without a JSON
-schema at 1 and 16 concurrent requests, and the mask time per token from /metrics (the mask worker's time, and the
-part of it the forward did not hide). Every request generates exactly max_tokens (ignore_eos; the schema is long
-enough never to complete), so both runs decode the same number of tokens.
-  python3 bench/structured/bench_structured.py [--tokens 128] [--rounds 2]   (needs build/voltserve)"""
+"""Structured-output cost: decode tokens/s of a real `voltserve serve` with and without a JSON schema at 1 and 16
+concurrent requests, and the mask time per token from /metrics (the mask worker's time, and the part of it the forward
+did not hide). Every request generates exactly max_tokens (ignore_eos; the schema is long enough never to complete), so
+both runs decode the same number of tokens. By default the CPU fixture model (tests/e2e/harness.py); on a GPU, a
+27B-shaped synthetic checkpoint with a real tokenizer:
+  python3 bench/structured/bench_structured.py [--tokens 128] [--rounds 2]   (needs build/voltserve)
+  voltserve synth --config config/models/qwen3.5-27b-nvfp4-head.json --format nvfp4 --out /tmp/s27 \
+      --tokenizer tests/fixtures/tokenizers/qwen3
+  python3 bench/structured/bench_structured.py --model /tmp/s27 --backend cuda"""
 import argparse
 import concurrent.futures
 import json
@@ -47,8 +51,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--model", help="model folder to serve (default: the harness's CPU fixture)")
+    ap.add_argument("--backend", default="cpu", help="cpu (default) or cuda")
     a = ap.parse_args()
-    with Server("--max-running", "16") as srv:  # the harness's one CPU thread
+    # Constrained requests never speculate, so neither do the unconstrained ones here: the same decode path.
+    extra = ["--max-running", "16", "--backend", a.backend, "--speculative-k", "0"]
+    if a.model:
+        extra += ["--model", a.model]
+    # A 27B checkpoint takes a while to load; the harness's default wait is for the fixtures.
+    with Server(*extra, ready_timeout=600 if a.model else 60, context=4096) as srv:
         one(srv, 8, True, 0)  # compile the schema once (cached) and warm up
         for concurrency in (1, 16):
             free = run(srv, concurrency, a.tokens, False, a.rounds)

@@ -3,38 +3,22 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <utility>
 
 namespace voltserve::kernels::sm80 {
 
-namespace {
+const std::vector<DecodeCandidate>& decode_candidates() {
+  static const std::vector<DecodeCandidate> candidates(std::begin(kDecodeCandidates), std::end(kDecodeCandidates));
+  return candidates;
+}
 
-// Scores: an H200 sweep (`bench_linear --sweep-only` after a 25 ms warm-up per measurement, 11 weight
-// shapes of the 27B model including the merged projections, M = 1 and 8 for one token tile, 16 for two), median of
-// measured % of the read ceiling over wave_fill. Leave-one-shape-out, this pick reached 73.4% (NVFP4) and 85.8% (FP8)
-// of the ceiling, weighted by the shapes' bytes over M = 1, 8, 16, against 74.2% / 86.6% for the best variant per
-// shape in hindsight (bench/RESULTS.md).
-const std::vector<DecodeCandidate> kCandidates = {
-    // tuning, tiles/block, warps, k split, {{NVFP4 nt1, nt2}, {FP8 nt1, nt2}}
-    {4, 2, 4, 1, {{120, 77}, {166, 148}}},  {21, 2, 4, 1, {{119, 91}, {166, 140}}},
-    {9, 2, 4, 1, {{116, 93}, {165, 124}}},  {19, 1, 4, 1, {{105, 65}, {136, 116}}},
-    {5, 1, 4, 1, {{92, 62}, {119, 100}}},   {11, 2, 4, 1, {{97, 77}, {142, 111}}},
-    {18, 2, 4, 1, {{110, 93}, {142, 119}}}, {8, 1, 4, 1, {{87, 61}, {118, 94}}},
-    {22, 1, 8, 1, {{79, 58}, {100, 83}}},   {10, 1, 8, 1, {{75, 43}, {96, 81}}},
-    {17, 2, 8, 1, {{94, 41}, {137, 110}}},  {6, 1, 8, 1, {{92, 38}, {111, 93}}},
-    {2, 1, 8, 1, {{81, 29}, {110, 91}}},    {7, 1, 16, 1, {{46, 37}, {66, 56}}},
-    {23, 1, 4, 2, {{60, 43}, {84, 72}}},    {24, 2, 4, 2, {{79, 60}, {108, 90}}},
-    {25, 1, 8, 2, {{49, 29}, {72, 57}}},    {26, 1, 4, 2, {{67, 44}, {89, 83}}},
-    // Scored the same way on two later sweeps, then rescaled by
-    // the median ratio of the scores above to their own new scores (per format and token tiles), so that all scores
-    // stay on one scale. They win where a weight's tiles just fit 7 or 8 blocks per SM (merged q+k+v, qkv+z).
-    {27, 1, 4, 1, {{115, 67}, {139, 116}}}, {28, 1, 4, 1, {{119, 60}, {148, 115}}},
-    {29, 1, 4, 1, {{107, 59}, {141, 113}}},
-};
-
-}  // namespace
-
-const std::vector<DecodeCandidate>& decode_candidates() { return kCandidates; }
+int decode_candidate_index(int id) {
+  for (int i = 0; i < kDecodeCandidateCount; ++i) {
+    if (kDecodeCandidates[i].id == id) return i;
+  }
+  return -1;
+}
 
 double wave_fill(long blocks, long slots) {
   if (blocks <= 0 || slots <= 0) return 0.0;
@@ -70,7 +54,7 @@ DecodePick pick_decode_variants(const DecodeDevice& device, bool fp8, long n_til
         const double s = predicted(i, nt);
         if (s > score[nt - 1]) {
           score[nt - 1] = s;
-          pick[nt - 1] = cands[i].tuning;
+          pick[nt - 1] = cands[i].id;
         }
       }
     }

@@ -9,8 +9,8 @@ namespace voltserve::kernels::dense {
 
 // What a dense decode launch needs beyond the dispatcher's checks (the families' entry points are also called
 // directly): a dense weight of family `family`, k % 16 == 0, 16-byte aligned weight and x, 1 <= m <= 16, and a
-// dense tuning (0, 4, 8 or 16 warps per block).
-KernelStatus check_decode(const PackedWeightView& w, const LinearArgs& a, KernelFamily family);
+// warps-per-block choice (0, 4, 8 or 16).
+KernelStatus check_decode(const PackedWeightView& w, const LinearArgs& a, KernelFamily family, int warps);
 
 // y = x · W^T by cuBLAS (fp16 x fp16, fp32 accumulation) on the weight as stored, any m; then y[t, r] *= c[r] if the
 // weight has channel scales. Needs a.cublas_handle; no workspace. x row-major.

@@ -60,7 +60,7 @@ VS_HD constexpr int decode_warps(int64_t n, int64_t k) {
   return w;
 }
 
-// The LinearArgs::tuning values the dense decode path takes: 0 = decode_warps(n, k), else the warps per block.
-VS_HD constexpr bool valid_tuning(int tuning) { return tuning == 0 || tuning == 4 || tuning == 8 || tuning == 16; }
+// The warps-per-block choices of the dense decode kernels (linear_families.h): 0 = decode_warps(n, k), else 4, 8, 16.
+VS_HD constexpr bool valid_decode_warps(int warps) { return warps == 0 || warps == 4 || warps == 8 || warps == 16; }
 
 }  // namespace voltserve::kernels::dense

@@ -7,8 +7,9 @@
 
 #include <algorithm>
 
+#include "common/per_device.h"
 #include "linear/dense.h"
-#include "linear/linear.h"
+#include "linear/linear_families.h"
 
 namespace voltserve::kernels {
 
@@ -31,7 +32,7 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
   if (a.x_layout != XLayout::kRowMajor && a.x_layout != XLayout::kTokenChunked) {
     return VS_KERNEL_FAIL(kBadArgument, "linear: x_layout must be kRowMajor or kTokenChunked");
   }
-  if (a.x_layout == XLayout::kTokenChunked && (a.m > kChunkedMaxRows || a.force_path == 2)) {
+  if (a.x_layout == XLayout::kTokenChunked && a.m > kChunkedMaxRows) {
     return VS_KERNEL_FAIL(kBadArgument, "linear: token-chunked x is for the decode path (m <= 16)");
   }
   return KernelStatus::Ok();
@@ -39,26 +40,31 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
 
 }  // namespace
 
+int current_device_major() {
+  static PerDevice<int> majors;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  return majors.get(dev, [](int d) {
+    int major = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess ? major : 0;
+  });
+}
+
 KernelFamily preferred_family(int compute_capability) {
   return compute_capability >= 80 ? KernelFamily::kSm80 : KernelFamily::kSm70;
 }
 
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
   if (KernelStatus s = check(w, a); !s.ok()) return s;
-  const int path = a.force_path != 0 ? a.force_path : (a.m <= kMaxDecodeRows ? 1 : 2);
-  if (path == 1) {
-    if (a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "linear: the decode path takes m <= 16");
-    if (w.family == KernelFamily::kSm80) {
-      int dev = 0;
-      int major = 0;
-      VS_CUDA_TRY(cudaGetDevice(&dev));
-      VS_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-      if (major < 8) return VS_KERNEL_FAIL(kUnsupported, "linear: sm80-family weights on a device below sm_80");
-      return w.format == WeightFormat::kDense ? sm80::linear_dense_decode(w, a) : sm80::linear_decode(w, a);
-    }
-    return w.format == WeightFormat::kDense ? sm70::linear_dense_decode(w, a) : sm70::linear_decode(w, a);
-  }
-  if (path != 2) return VS_KERNEL_FAIL(kBadArgument, "linear: force_path must be 0, 1 or 2");
+  if (a.m > kMaxDecodeRows) return linear_gemm(w, a);
+  const bool dense = w.format == WeightFormat::kDense;
+  if (w.family == KernelFamily::kSm80) return dense ? sm80::linear_dense_decode(w, a) : sm80::linear_decode(w, a);
+  return dense ? sm70::linear_dense_decode(w, a) : sm70::linear_decode(w, a);
+}
+
+KernelStatus linear_gemm(const PackedWeightView& w, const LinearArgs& a) {
+  if (KernelStatus s = check(w, a); !s.ok()) return s;
+  if (a.x_layout != XLayout::kRowMajor) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path takes row-major x");
   if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a cuBLAS handle");
   if (w.format == WeightFormat::kDense) return dense::gemm_cublas(w, a);
   if (a.workspace == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a workspace");

@@ -42,8 +42,8 @@ struct PackedWeightView {
   const float* channel_scales = nullptr;   // per-output-channel multiplier [n], device, optional (both codecs)
 };
 
-// One call. x: [m, k] fp16 (device), row-major or, for m <= 16, token-chunked (x_layout.h). y: [m, n]
-// row-major, fp32 (default) or fp16.
+// One call. x: [m, k] fp16 (device), row-major or, for m <= 16, token-chunked (x_layout.h). y: [m, n] row-major,
+// fp32 (default) or fp16. linear_families.h declares what linear_forward dispatches to (for tests and benchmarks).
 // M <= 16 streams the packed weights once through tensor cores (the decode path); M >= 17 dequantizes
 // (a chunk of) W to fp16 in `workspace` and calls cuBLAS (needs cublas_handle and workspace_bytes >=
 // linear_workspace_bytes(w, m)). Dense weights: M <= 16 streams the fp16 rows once through tensor cores
@@ -60,16 +60,9 @@ struct LinearArgs {
   size_t workspace_bytes = 0;
   void* cublas_handle = nullptr;  // cublasHandle_t, owned by the caller (bound to `stream` by the callee)
   void* stream = nullptr;         // cudaStream_t
-  int force_path = 0;             // 0: auto; 1: force the M<=16 decode kernel (needs m <= 16); 2: force dequant+GEMM
-  int tuning = 0;                 // 0: default; else an sm80 decode-kernel variant (bench_linear --sweep);
-                                  // dense weights: the decode kernels' warps per block, 4, 8 or 16 (both families;
-                                  // overlap and l2_prefetch_kib do not apply to them)
-  // sm80 decode on sm_90+: 0 = default, 1 = programmatic dependent launch (the kernel issues its first weight
-  // loads before waiting for the previous kernel in the stream to finish), 2 = plain launch.
-  int overlap = 0;
-  // sm80 decode, FP8 weights: KiB of the weight's first k-blocks (spread over all its tiles) prefetched into L2
-  // before the kernel waits for the previous one. -1 = default (8 MiB), 0 = none. NVFP4 kernels never prefetch.
-  int l2_prefetch_kib = -1;
+  // Programmatic dependent launch of the decode kernels (sm_90+; kernels/common/pdl.cuh): the kernel issues its
+  // first weight loads before waiting for the previous kernel in the stream. Ignored below sm_90.
+  bool pdl = false;
   // kTokenChunked (m <= 16 only, both families' decode kernels): the 8 tokens of a tile interleaved per 16-byte
   // k-chunk, so a warp's x load touches one cache line per quarter-warp phase; same results, bit for bit
   // (x_layout.h). The faster layout from 2 tokens on (kChunkedPreferredMinRows).
@@ -83,28 +76,11 @@ inline constexpr int64_t kMaxDecodeRows = 16;
 size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m);
 
 // y = x · W^T. Checks shapes and pointers on the host, then launches on args.stream.
-// Batch invariance (M <= 16, default pick; dense: any tuning): a token's output row is bit-identical whatever m is
+// Batch invariance (M <= 16): a token's output row is bit-identical whatever m is
 // and whatever the other rows hold, so verifying k + 1 speculative tokens reproduces plain decoding exactly.
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& args);
 
 // Which family to prepack for on a device of compute capability major*10+minor (>= 80: kSm80, else kSm70).
 KernelFamily preferred_family(int compute_capability);
-
-// Family entry points (the dispatcher calls these; tests call them directly to cover both families).
-namespace sm70 {
-KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
-KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& args);  // kDense, m <= 16
-KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
-}  // namespace sm70
-namespace sm80 {
-KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& args);
-KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& args);  // kDense, m <= 16
-// The decode variant (LinearArgs::tuning value) the default pick launches for this weight and m on the current
-// device, and that variant's resident blocks per SM (for logs and benchmarks).
-int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm = nullptr);
-// Whether decode variant `tuning` splits k over the blocks of a thread-block cluster (it then runs on sm_90+ only).
-bool decode_variant_uses_clusters(int tuning);
-KernelStatus dequantize_f16(const PackedWeightView& w, int64_t row0, int64_t rows, void* out_f16, void* stream);
-}  // namespace sm80
 
 }  // namespace voltserve::kernels

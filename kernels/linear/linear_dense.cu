@@ -33,7 +33,7 @@ __global__ void scale_rows_kernel(void* y, bool y_f32, int64_t total, int64_t n,
 
 }  // namespace
 
-KernelStatus check_decode(const PackedWeightView& w, const LinearArgs& a, KernelFamily family) {
+KernelStatus check_decode(const PackedWeightView& w, const LinearArgs& a, KernelFamily family, int warps) {
   if (w.format != WeightFormat::kDense) return VS_KERNEL_FAIL(kBadArgument, "linear_dense_decode: weight is not dense");
   if (w.family != family) return VS_KERNEL_FAIL(kBadArgument, "linear_dense_decode: weight view names the other family");
   if (w.n <= 0 || w.k <= 0 || w.k % 16 != 0) {
@@ -50,7 +50,7 @@ KernelStatus check_decode(const PackedWeightView& w, const LinearArgs& a, Kernel
   if (a.x_layout != XLayout::kRowMajor && a.x_layout != XLayout::kTokenChunked) {
     return VS_KERNEL_FAIL(kBadArgument, "linear_dense_decode: x_layout must be kRowMajor or kTokenChunked");
   }
-  if (!valid_tuning(a.tuning)) return VS_KERNEL_FAIL(kBadArgument, "linear_dense_decode: tuning must be 0, 4, 8 or 16 (warps per block)");
+  if (!valid_decode_warps(warps)) return VS_KERNEL_FAIL(kBadArgument, "linear_dense_decode: warps must be 0, 4, 8 or 16");
   return KernelStatus::Ok();
 }
 

@@ -14,7 +14,7 @@
 
 #include "linear/dense.h"
 #include "linear/dense_kmap.h"
-#include "linear/linear.h"
+#include "linear/linear_families.h"
 #include "linear/linear_device.cuh"
 #include "linear/x_layout.h"
 
@@ -162,8 +162,8 @@ cudaError_t launch(const DenseParams& p, int nt, unsigned tiles, cudaStream_t st
 
 }  // namespace
 
-KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& a) {
-  if (KernelStatus s = dense::check_decode(w, a, KernelFamily::kSm70); !s.ok()) return s;
+KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& a, int warps_choice) {
+  if (KernelStatus s = dense::check_decode(w, a, KernelFamily::kSm70, warps_choice); !s.ok()) return s;
   DenseParams p{};
   p.w = reinterpret_cast<const uint4*>(w.codes);
   p.x = static_cast<const __half*>(a.x);
@@ -176,7 +176,7 @@ KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& a)
   p.kblocks = static_cast<int>(dense::kblocks(w.k));
   p.y_f32 = a.y_f32;
   p.x_chunked = a.x_layout == XLayout::kTokenChunked;
-  const int warps = a.tuning != 0 ? a.tuning : dense::decode_warps(w.n, w.k);
+  const int warps = warps_choice != 0 ? warps_choice : dense::decode_warps(w.n, w.k);
   const int nt = a.m > 8 ? 2 : 1;
   const auto tiles = static_cast<unsigned>(dense::row_tiles(w.n));
   auto stream = static_cast<cudaStream_t>(a.stream);

@@ -13,7 +13,7 @@
 
 #include "linear/dense.h"
 #include "linear/dense_kmap.h"
-#include "linear/linear.h"
+#include "linear/linear_families.h"
 #include "linear/linear_device.cuh"
 #include "linear/x_layout.h"
 
@@ -165,8 +165,9 @@ cudaError_t launch(const DenseParams& p, int nt, unsigned tiles, cudaStream_t st
 
 }  // namespace
 
-KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& a) {
-  if (KernelStatus s = dense::check_decode(w, a, KernelFamily::kSm80); !s.ok()) return s;
+KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& a, int warps_choice) {
+  if (KernelStatus s = dense::check_decode(w, a, KernelFamily::kSm80, warps_choice); !s.ok()) return s;
+  if (current_device_major() < 8) return VS_KERNEL_FAIL(kUnsupported, "linear: sm80-family weights on a device below sm_80");
   DenseParams p{};
   p.w = reinterpret_cast<const uint4*>(w.codes);
   p.x = static_cast<const __half*>(a.x);
@@ -179,7 +180,7 @@ KernelStatus linear_dense_decode(const PackedWeightView& w, const LinearArgs& a)
   p.kblocks = static_cast<int>(dense::kblocks(w.k));
   p.y_f32 = a.y_f32;
   p.x_chunked = a.x_layout == XLayout::kTokenChunked;
-  const int warps = a.tuning != 0 ? a.tuning : dense::decode_warps(w.n, w.k);
+  const int warps = warps_choice != 0 ? warps_choice : dense::decode_warps(w.n, w.k);
   const int nt = a.m > 8 ? 2 : 1;
   const auto tiles = static_cast<unsigned>(dense::row_tiles(w.n));
   auto stream = static_cast<cudaStream_t>(a.stream);

@@ -13,7 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "linear/dequant_launch.cuh"
-#include "linear/linear.h"
+#include "linear/linear_families.h"
 #include "linear/linear_device.cuh"
 
 namespace voltserve::kernels::sm70 {

@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <array>
 #include <type_traits>
+#include <utility>
 
 #include "common/pdl_device.h"
+#include "common/per_device.h"
 #include "linear/decode_pick.h"
 #include "linear/dequant_launch.cuh"
-#include "linear/linear.h"
+#include "linear/linear_families.h"
 #include "linear/linear_device.cuh"
 #include "linear/nvfp4_bits.h"
 #include "linear/sm80_kmap.h"
@@ -78,9 +80,6 @@ __device__ __forceinline__ void prefetch_tiles_l2(const Params& p, int tile0) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(tile + (i - r * lines) * 128));
   }
 }
-
-// Programmatic dependent launch by default on sm_90+ (LinearArgs::overlap = 0).
-constexpr bool kOverlapDefault = true;
 
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -192,21 +191,14 @@ __device__ __forceinline__ float cluster_load(const float* local, int rank) {
 #endif
 }
 
-// Diagnostic ablations of the decode kernel (its ABLATE parameter; wrong results, timing only). The number is the
-// hundreds digit of the tuning values that select them (100 + v, 200 + v, 300 + v; see variant below).
-constexpr int kNoCodeLoads = 1;    // stand-in codes made in registers, decoded and multiplied as usual
-constexpr int kLoadsOnly = 2;      // the weights are loaded and XORed; no decode, no MMA
-constexpr int kNoWeightLoads = 3;  // as kNoCodeLoads, and stand-in group scales too: only x is read
-
 // One block: R adjacent 16-row tiles; its WARPS warps split k (warp w takes k-blocks w, w + WARPS, ...) and their
 // partial sums are added in warp order in shared memory at the end. KSPLIT = 2 (sm_90+): the two blocks of a
 // cluster share the tiles and split k once more (block b's warp w takes k-blocks b * WARPS + w, + 2 * WARPS, ...),
 // so a weight with few tiles still fills every SM; block 1 hands its warp-ordered sums to block 0 through
 // distributed shared memory, which adds them to its own (sums of block 0 + sums of block 1, a fixed order). The order
 // of every sum depends on WARPS and KSPLIT only (not on R, RING, MINB, the x layout or the number of tokens): see
-// default_tuning on batch invariance. XCH: x in the token-chunked layout (x_layout.h), else row-major.
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1,
-          bool XCH = false>
+// default_index on batch invariance. XCH: x in the token-chunked layout (x_layout.h), else row-major.
+template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, bool LATE_X2, int KSPLIT, bool XCH>
 __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
   static_assert(KSPLIT == 1 || KSPLIT == 2, "k splits over one or two blocks");
   constexpr int kWarps = WARPS * KSPLIT;  // warps splitting k, over the cluster
@@ -266,21 +258,8 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
     if (decltype(guard)::value && j >= cnt) return;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      if constexpr (ABLATE == kNoCodeLoads || ABLATE == kNoWeightLoads) {
-        // Data the compiler cannot fold instead of the codes (and the group scales). Constants would let it
-        // precompute most of the decode, and words that differ from each other by a XOR or an add would let it share
-        // decode steps between them; products of odd constants do neither.
-        const uint32_t h = (static_cast<uint32_t>(p.kblocks) * 0x9E3779B9u) ^ (lane * 0x85EBCA6Bu) ^ (j * 0x27D4EB2Fu);
-        const uint32_t h2 = (h + r) * 0x2C1B3C6Du;
-        const uint32_t h3 = h2 * 0x297A2D39u;
-        wv[r] = make_uint4(h + r, h2, h3, h3 * 0x6C8E9CF5u);
-        sv[r] = kFp8                        ? 0u
-                : ABLATE == kNoWeightLoads ? 0x3030u ^ (h & 0x0707u)
-                                           : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
-      } else {
-        wv[r] = detail::ld_stream(wptr + tofs[r] + ofs);
-        sv[r] = kFp8 ? 0u : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
-      }
+      wv[r] = detail::ld_stream(wptr + tofs[r] + ofs);
+      sv[r] = kFp8 ? 0u : static_cast<uint32_t>(sptr[tofs[r] + ofs]);
     }
   };
   auto load_x = [&](auto guard, int j, int ofs, uint32_t (&xw)[NT][8]) {
@@ -332,14 +311,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB) decode_kernel(Params p) {
         load_x(guard, j, u * kXStep, ring_x[u]);
       }
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if constexpr (ABLATE == kLoadsOnly) {
-          acc[r][0][0] += __uint_as_float((ring_w[u][r].x ^ ring_w[u][r].y ^ ring_w[u][r].z ^ ring_w[u][r].w ^
-                                           ring_s[u][r] ^ ring_x[u][0][0]) & 0x3F7FFFFFu);
-        } else {
-          tile_step<kFp8, NT>(acc[r], ring_w[u][r], ring_s[u][r], ring_x[u]);
-        }
-      }
+      for (int r = 0; r < R; ++r) tile_step<kFp8, NT>(acc[r], ring_w[u][r], ring_s[u][r], ring_x[u]);
     }
     wptr += kSlots * kWStep;
     if (!kFp8) sptr += kSlots * kWStep;
@@ -453,91 +425,32 @@ struct Variant {
   int ksplit = 1;  // blocks of a cluster splitting k (sm_90+)
 };
 
-template <bool kFp8, int NT, int R, int RING, int WARPS, int MINB, int ABLATE = 0, bool LATE_X2 = false, int KSPLIT = 1>
-constexpr Variant make_variant() {
-  return {decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT, false>,
-          decode_kernel<kFp8, NT, R, RING, WARPS, MINB, ABLATE, LATE_X2, KSPLIT, true>, R, WARPS, KSPLIT};
+// The kernels of candidate I of kDecodeCandidates (decode_pick.h): the table is the only list of variants, so the
+// pick's block shapes and the launched kernels cannot disagree. Variants measured slower on every 27B shape and
+// removed are recorded in bench/RESULTS.md (persistent grids with a block barrier per tile, a k split over blocks
+// through global memory, a stream-K schedule over warps with a cp.async ring, and block shapes no pick chose).
+template <bool kFp8, int NT, int I>
+Variant candidate_variant() {
+  constexpr DecodeCandidate c = kDecodeCandidates[I];
+  return {decode_kernel<kFp8, NT, c.tiles_per_block, c.ring, c.warps, c.min_blocks, c.late_x2, c.ksplit, false>,
+          decode_kernel<kFp8, NT, c.tiles_per_block, c.ring, c.warps, c.min_blocks, c.late_x2, c.ksplit, true>,
+          c.tiles_per_block, c.warps, c.ksplit};
 }
 
-// Variants (LinearArgs::tuning; bench_linear --sweep): tiles per block R, weight loads in flight per warp (ring),
-// warps per block (they split k) and resident blocks per SM asked of the register allocator.
-//   1: R1 ring4 w8 b2    2: R1 ring3 w8 b4    4: R2 ring4 w4 b5    5: R1 ring4 w4 b5    6: R1 ring2 w8 b4
-//   7: R1 ring4 w16 b1   8: R1 ring4 w4 b4    9: R2 ring4 w4 b4   10: R1 ring3 w8 b3   11: R2 ring6 w4 b3
-//  15: R2 ring4 w8 b2   17: R2 ring4 w8 b3   18: R2 ring6 w4 b4   19: R1 ring2 w4 b6
-//  21 / 22: as 4 / R1 ring2 w8 b3, with x loaded right before use for two token tiles
-//  23 / 24 / 25 / 26: as 5 / 21 / 10 / 19, k split over the two blocks of a cluster (sm_90+ only)
-//  27: R1 ring2 w4 b7   28: R1 ring2 w4 b8   29: R1 ring3 w4 b7 (more, smaller blocks: one full wave where
-//      n_tiles is just under 7 or 8 x the SM count, e.g. the merged q+k+v and qkv+z on 132 SMs)
-// 12 / 13 are diagnostics (weights loaded but not used / not loaded): wrong results, timing only. Removed after
-// measuring slower on every 27B shape: persistent grids with a block barrier per tile, a k split over blocks through
-// global memory (atomic adds, or a serial fixup through caller memory), a stream-K schedule over warps with a
-// cp.async ring (all recorded in bench/RESULTS.md). Unknown numbers give a null kernel. A: the kernels' ABLATE
-// (0 for every launch outside the diagnostic twins below).
-template <bool F, int NT, int A = 0>
-Variant variant(int tuning) {
-  switch (tuning) {
-    case 1: return make_variant<F, NT, 1, 4, 8, 2, A>();
-    case 2: return make_variant<F, NT, 1, 3, 8, 4, A>();
-    case 4: return make_variant<F, NT, 2, 4, 4, 5, A>();
-    case 5: return make_variant<F, NT, 1, 4, 4, 5, A>();
-    case 6: return make_variant<F, NT, 1, 2, 8, 4, A>();
-    case 7: return make_variant<F, NT, 1, 4, 16, 1, A>();
-    case 8: return make_variant<F, NT, 1, 4, 4, 4, A>();
-    case 9: return make_variant<F, NT, 2, 4, 4, 4, A>();
-    case 10: return make_variant<F, NT, 1, 3, 8, 3, A>();
-    case 11: return make_variant<F, NT, 2, 6, 4, 3, A>();
-    case 12: return make_variant<F, NT, 1, 4, 8, 2, kLoadsOnly>();
-    case 13: return make_variant<F, NT, 1, 4, 8, 2, kNoCodeLoads>();
-    case 15: return make_variant<F, NT, 2, 4, 8, 2, A>();
-    case 17: return make_variant<F, NT, 2, 4, 8, 3, A>();
-    case 18: return make_variant<F, NT, 2, 6, 4, 4, A>();
-    case 19: return make_variant<F, NT, 1, 2, 4, 6, A>();
-    case 21: return make_variant<F, NT, 2, 4, 4, 5, A, true>();
-    case 22: return make_variant<F, NT, 1, 2, 8, 3, A, true>();
-    case 23: return make_variant<F, NT, 1, 4, 4, 5, A, false, 2>();
-    case 24: return make_variant<F, NT, 2, 4, 4, 5, A, true, 2>();
-    case 25: return make_variant<F, NT, 1, 3, 8, 3, A, false, 2>();
-    case 26: return make_variant<F, NT, 1, 2, 4, 6, A, false, 2>();
-    case 27: return make_variant<F, NT, 1, 2, 4, 7, A>();
-    case 28: return make_variant<F, NT, 1, 2, 4, 8, A>();
-    case 29: return make_variant<F, NT, 1, 3, 4, 7, A>();
-    default: return {};
-  }
+template <bool kFp8, int NT, int... I>
+std::array<Variant, sizeof...(I)> variant_table(std::integer_sequence<int, I...>) {
+  return {candidate_variant<kFp8, NT, I>()...};
 }
 
-int device_major() {
-  static int major = 0;  // compute capability major of the process's device
-  if (major == 0) {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
-      major = 8;  // unknown: no programmatic dependent launch
-    }
-  }
-  return major;
-}
+// [fp8][token tiles - 1][candidate index]
+const std::array<Variant, kDecodeCandidateCount> kVariants[2][2] = {
+    {variant_table<false, 1>(std::make_integer_sequence<int, kDecodeCandidateCount>{}),
+     variant_table<false, 2>(std::make_integer_sequence<int, kDecodeCandidateCount>{})},
+    {variant_table<true, 1>(std::make_integer_sequence<int, kDecodeCandidateCount>{}),
+     variant_table<true, 2>(std::make_integer_sequence<int, kDecodeCandidateCount>{})},
+};
 
-template <int A>
-Variant variant_ablated(bool fp8, int nt, int tuning) {
-  return fp8 ? (nt == 2 ? variant<true, 2, A>(tuning) : variant<true, 1, A>(tuning))
-             : (nt == 2 ? variant<false, 2, A>(tuning) : variant<false, 1, A>(tuning));
-}
-
-// The variant for `tuning`, or a null kernel when the number is unknown or needs a newer device. Builds with
-// VOLTSERVE_DECODE_DIAGNOSTICS also have the diagnostic twins a * 100 + v: variant v with ablation a (kNoCodeLoads,
-// kLoadsOnly, kNoWeightLoads); normal builds compile only a quarter of those kernels.
-Variant variant(bool fp8, int nt, int tuning) {
-#ifdef VOLTSERVE_DECODE_DIAGNOSTICS
-  const int v_tuning = tuning % 100;
-  const Variant v = tuning / 100 == kNoCodeLoads     ? variant_ablated<kNoCodeLoads>(fp8, nt, v_tuning)
-                    : tuning / 100 == kLoadsOnly     ? variant_ablated<kLoadsOnly>(fp8, nt, v_tuning)
-                    : tuning / 100 == kNoWeightLoads ? variant_ablated<kNoWeightLoads>(fp8, nt, v_tuning)
-                                                     : variant_ablated<0>(fp8, nt, tuning);
-#else
-  const Variant v = variant_ablated<0>(fp8, nt, tuning);
-#endif
-  if (v.ksplit > 1 && device_major() < 9) return {};  // clusters: sm_90+
-  return v;
-}
+const Variant& variant_at(bool fp8, int nt, int index) { return kVariants[fp8 ? 1 : 0][nt - 1][static_cast<size_t>(index)]; }
 
 // Whether clusters of v.ksplit blocks of v can be resident at all on this device (a partitioned GPU, e.g. MIG or MPS
 // with few SMs, may not place them); the default pick only takes split variants that can.
@@ -552,54 +465,59 @@ bool clusters_fit(const Variant& v) {
   return cudaOccupancyMaxActiveClusters(&clusters, v.kernel, &cfg) == cudaSuccess && clusters > 0;
 }
 
-// The running device as the default pick sees it (decode_pick.h): SM count and every candidate's resident blocks
-// per SM, measured once per process with the occupancy calculator on the candidates' own kernels.
-const DecodeDevice& decode_device() {
-  static const DecodeDevice device = [] {
-    DecodeDevice d;
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      d.sms = 0;
-    }
-    for (const DecodeCandidate& c : decode_candidates()) {
-      std::array<std::array<int, 2>, 2> r{};
-      for (int f = 0; f < 2; ++f) {
-        for (int nt = 1; nt <= 2; ++nt) {
-          const Variant v = variant(f == 1, nt, c.tuning);
-          // A candidate whose block shape disagrees with its kernel would mislead the pick (and could pair two sum
-          // orders): never pick it. decode_pick.cpp and the variant table above must describe the same kernels.
-          const bool same_shape =
-              v.tiles_per_block == c.tiles_per_block && v.warps == c.warps && v.ksplit == c.ksplit;
-          int blocks = 0;
-          if (v.kernel == nullptr || !same_shape ||
-              cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess ||
-              (v.ksplit > 1 && !clusters_fit(v))) {
-            blocks = 0;  // not on this device
-            cudaGetLastError();
-          }
-          r[f][nt - 1] = blocks;
+// A device as the default pick sees it (decode_pick.h): SM count and every candidate's resident blocks per SM (0: it
+// does not run there: clusters below sm_90 or that cannot be placed), from the occupancy calculator on the candidates'
+// own kernels. Measured once per device.
+DecodeDevice measure_decode_device(int dev) {
+  DecodeDevice d;
+  int major = 0;
+  if (cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return {};
+  }
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess || current != dev) return {};  // the occupancy calls ask the current device
+  for (int i = 0; i < kDecodeCandidateCount; ++i) {
+    std::array<std::array<int, 2>, 2> r{};
+    for (int f = 0; f < 2; ++f) {
+      for (int nt = 1; nt <= 2; ++nt) {
+        const Variant& v = variant_at(f == 1, nt, i);
+        int blocks = 0;
+        if ((v.ksplit > 1 && major < 9) ||
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, v.kernel, v.warps * 32, 0) != cudaSuccess ||
+            (v.ksplit > 1 && !clusters_fit(v))) {
+          blocks = 0;
+          cudaGetLastError();
         }
+        r[f][nt - 1] = blocks;
       }
-      d.resident.push_back(r);
     }
-    return d;
-  }();
-  return device;
+    d.resident.push_back(r);
+  }
+  return d;
 }
 
-// The default variant (LinearArgs::tuning = 0) for one (nt = 1) or two (nt = 2) token tiles: pick_decode_variants
-// by wave fill (decode_pick.h). Batch invariance: the pick depends on the weight's shape and the device only, and the
+const DecodeDevice& decode_device() {
+  static PerDevice<DecodeDevice> devices;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) dev = -1;  // unknown: measured (and found empty) on every call
+  return devices.get(dev, measure_decode_device);
+}
+
+// The default variant's candidate index for one (nt = 1) or two (nt = 2) token tiles: pick_decode_variants by wave
+// fill (decode_pick.h). Batch invariance: the pick depends on the weight's shape and the device only, and the
 // nt = 1 and nt = 2 picks of one shape have the same warps per block and k split, which alone order every sum (tiles
-// per block, ring depth and blocks per SM do not). MMA columns of different tokens never mix,
-// so a token's result is bit-identical whether it runs alone or with up to 15 others: speculative verification
-// (k + 1 tokens) reproduces plain decoding (1 token). Tested by "decode is batch invariant".
-int default_tuning(bool fp8, int n_tiles, int nt) {
+// per block, ring depth and blocks per SM do not). MMA columns of different tokens never mix, so a token's result is
+// bit-identical whether it runs alone or with up to 15 others: speculative verification (k + 1 tokens) reproduces
+// plain decoding (1 token). Tested by "decode is batch invariant".
+int default_index(bool fp8, int n_tiles, int nt) {
   const DecodePick pick = pick_decode_variants(decode_device(), fp8, n_tiles);
-  if (pick.nt1 == 0) return 4;  // no device information: a variant that runs everywhere, for both tile counts
-  return nt == 2 ? pick.nt2 : pick.nt1;
+  // No device information: candidate 0 (4 warps, no clusters) runs everywhere, for both tile counts.
+  return pick.nt1 == 0 ? 0 : decode_candidate_index(nt == 2 ? pick.nt2 : pick.nt1);
 }
 
-// L2 prefetch budget of the FP8 decode kernels (LinearArgs::l2_prefetch_kib = -1): 8 MiB over the whole weight,
+// L2 prefetch budget of the FP8 decode kernels (DecodeChoice::l2_prefetch_kib = -1): 8 MiB over the whole weight,
 // the best budget on every 27B shape in an H200 sweep (`bench_linear --prefetch-sweep`,
 // bench/RESULTS.md): +2.5 to +6 points of the read ceiling; more than ~12 MiB costs again. NVFP4 kernels do not
 // prefetch: every budget measured slower there (their decode, not DRAM, is the co-bottleneck).
@@ -692,22 +610,28 @@ int token_tiles(int64_t m) { return m > 8 ? 2 : 1; }
 int default_decode_variant(const PackedWeightView& w, int64_t m, int* blocks_per_sm) {
   const bool fp8 = w.format == WeightFormat::kFp8;
   const int nt = token_tiles(m);
-  const int tuning = default_tuning(fp8, row_tiles(w), nt);
+  const int index = default_index(fp8, row_tiles(w), nt);
   if (blocks_per_sm != nullptr) {
-    *blocks_per_sm = 0;
-    const std::vector<DecodeCandidate>& cands = decode_candidates();
-    for (size_t i = 0; i < cands.size() && i < decode_device().resident.size(); ++i) {
-      if (cands[i].tuning == tuning) *blocks_per_sm = decode_device().resident[i][fp8 ? 1 : 0][nt - 1];
-    }
+    const DecodeDevice& d = decode_device();
+    *blocks_per_sm = static_cast<size_t>(index) < d.resident.size() ? d.resident[static_cast<size_t>(index)][fp8 ? 1 : 0][nt - 1] : 0;
   }
-  return tuning;
+  return kDecodeCandidates[index].id;
 }
 
-bool decode_variant_uses_clusters(int tuning) { return variant<false, 1>(tuning).ksplit > 1; }
+bool decode_variant_runs_here(int variant) {
+  const int index = decode_candidate_index(variant);
+  if (index < 0 || current_device_major() < 8) return false;
+  if (kDecodeCandidates[index].ksplit == 1) return true;
+  const DecodeDevice& d = decode_device();
+  return static_cast<size_t>(index) < d.resident.size() && d.resident[static_cast<size_t>(index)][0][0] > 0;
+}
 
-KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
+KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a, const DecodeChoice& choice) {
   if (w.family != KernelFamily::kSm80) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: weight not in sm80 layout");
   if (a.m < 1 || a.m > kMaxDecodeRows) return VS_KERNEL_FAIL(kBadShape, "sm80::linear_decode: m must be 1..16");
+  const int major = current_device_major();
+  if (major < 8) return VS_KERNEL_FAIL(kUnsupported, "linear: sm80-family weights on a device below sm_80");
+  if (choice.l2_prefetch_kib < -1) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: l2_prefetch_kib must be >= -1");
   const bool fp8 = w.format == WeightFormat::kFp8;
   Params p{};
   p.codes = reinterpret_cast<const uint4*>(w.codes);
@@ -725,22 +649,23 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a) {
   p.kblocks = static_cast<int>(sm80_kblocks(fp8, w.k));
   p.y_f32 = a.y_f32;
   p.ldy = a.y_stride > 0 ? a.y_stride : w.n;
+  p.pdl = a.pdl && major >= 9;
   const int nt = token_tiles(a.m);
-  int tuning = a.tuning == 0 ? default_tuning(fp8, p.n_tiles, nt) : a.tuning;
-#ifdef VOLTSERVE_DECODE_DIAGNOSTICS
-  if (tuning % 100 == 0) tuning += default_tuning(fp8, p.n_tiles, nt);  // 100 / 200 / 300: the default pick's twins
-#endif
-  const Variant v = variant(fp8, nt, tuning);
-  if (v.kernel == nullptr) {
-    return VS_KERNEL_FAIL(kBadArgument,
-                          "sm80::linear_decode: tuning must be 0, 1, 2, 4..13, 15, 17..19, 21, 22 or 27..29, or 23..26 on sm_90+ "
-                          "(plus 100 / 200 / 300 + those in builds with VOLTSERVE_DECODE_DIAGNOSTICS)");
+  int index = 0;
+  if (choice.variant == 0) {
+    index = default_index(fp8, p.n_tiles, nt);
+  } else {
+    if (decode_candidate_index(choice.variant) < 0) {
+      return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: variant is not a kDecodeCandidates id (decode_pick.h)");
+    }
+    if (!decode_variant_runs_here(choice.variant)) {
+      return VS_KERNEL_FAIL(kUnsupported, "sm80::linear_decode: this variant's clusters do not run on this device");
+    }
+    index = decode_candidate_index(choice.variant);
   }
-  if (a.overlap < 0 || a.overlap > 2) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: overlap must be 0, 1 or 2");
-  p.pdl = device_major() >= 9 && (a.overlap == 1 || (a.overlap == 0 && kOverlapDefault));
-  if (a.l2_prefetch_kib < -1) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: l2_prefetch_kib must be >= -1");
+  const Variant& v = variant_at(fp8, nt, index);
   if (fp8) {
-    const int64_t budget = int64_t{1024} * (a.l2_prefetch_kib >= 0 ? a.l2_prefetch_kib : kFp8PrefetchKib);
+    const int64_t budget = int64_t{1024} * (choice.l2_prefetch_kib >= 0 ? choice.l2_prefetch_kib : kFp8PrefetchKib);
     const int64_t kblock_bytes = int64_t{p.n_tiles} * 512;  // one k-block of every tile
     p.pf_kblocks = static_cast<int>(std::min<int64_t>(p.kblocks, (budget + kblock_bytes - 1) / kblock_bytes));
   }

@@ -25,14 +25,14 @@ DecodeDevice h200() {
       {29, {{{7, 7}, {7, 7}}}}};
   DecodeDevice d;
   d.sms = 132;
-  for (const DecodeCandidate& c : decode_candidates()) d.resident.push_back(resident.at(c.tuning));
+  for (const DecodeCandidate& c : decode_candidates()) d.resident.push_back(resident.at(c.id));
   return d;
 }
 
 // Warps per block and k split of a candidate: together they set the order of every sum.
-std::pair<int, int> sum_order_of(int tuning) {
+std::pair<int, int> sum_order_of(int id) {
   for (const DecodeCandidate& c : decode_candidates())
-    if (c.tuning == tuning) return {c.warps, c.ksplit};
+    if (c.id == id) return {c.warps, c.ksplit};
   return {-1, -1};
 }
 
@@ -99,4 +99,25 @@ TEST_CASE("decode pick keeps one warps-per-block group for both token-tile count
     }
   }
   CHECK(pick_decode_variants(DecodeDevice{}, false, 1024).nt1 == 0);  // no device information: no pick
+}
+
+TEST_CASE("decode candidates: one table of unique ids whose shapes the kernel takes", "[unit]") {
+  std::map<int, int> seen;
+  for (int i = 0; i < kDecodeCandidateCount; ++i) {
+    const DecodeCandidate& c = kDecodeCandidates[i];
+    INFO("candidate " << c.id);
+    CHECK(c.id > 0);  // 0 names the default pick
+    CHECK(seen.emplace(c.id, i).second);
+    CHECK(decode_candidate_index(c.id) == i);
+    CHECK(decode_candidates()[static_cast<size_t>(i)].id == c.id);
+    // The kernel's static requirements (linear_sm80.cu): FP8 k-blocks pair up over the warps splitting k, and the
+    // unguarded main loop needs a ring of at least 2 steps per tile.
+    CHECK((c.warps == 4 || c.warps == 8 || c.warps == 16));
+    CHECK((c.ksplit == 1 || c.ksplit == 2));
+    CHECK((c.tiles_per_block == 1 || c.tiles_per_block == 2));
+    CHECK(c.ring / c.tiles_per_block >= 2);
+    CHECK(c.min_blocks >= 1);
+  }
+  // Removed variants (timing-only diagnostics, shapes no pick chose) are not in the table.
+  for (int gone : {0, 1, 12, 13, 15, 101, 200, 300}) CHECK(decode_candidate_index(gone) == -1);
 }

@@ -245,6 +245,6 @@ TEST_CASE("dense decode warps per block follow the shape only", "[unit]") {
   CHECK(dense::decode_warps(128, 128) == 4);      // fixtures: 2 k-blocks, no idle warps beyond 4
   CHECK(dense::decode_warps(16, 512) == 8);
   CHECK(dense::decode_warps(16, 16) == 4);
-  for (int t : {0, 4, 8, 16}) CHECK(dense::valid_tuning(t));
-  for (int t : {1, 2, 3, 5, 12, 32, -4}) CHECK_FALSE(dense::valid_tuning(t));
+  for (int t : {0, 4, 8, 16}) CHECK(dense::valid_decode_warps(t));
+  for (int t : {1, 2, 3, 5, 12, 32, -4}) CHECK_FALSE(dense::valid_decode_warps(t));
 }

@@ -17,7 +17,9 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/linear/decode_pick.h"
 #include "kernels/linear/linear.h"
+#include "kernels/linear/linear_families.h"
 #include "kernels/linear/linear_ref.h"
 #include "kernels/linear/prepack.h"
 #include "linear_random.h"
@@ -173,14 +175,35 @@ struct Context {
 constexpr size_t kGuard = 256;
 constexpr uint8_t kGuardByte = 0xA5;
 
+// linear_forward, or the sm80 decode kernel with an explicit variant / FP8 L2 prefetch budget (linear_families.h).
+KernelStatus launch_linear(const PackedWeightView& v, const LinearArgs& a, int variant = 0, int l2_prefetch_kib = -1) {
+  if (variant == 0 && l2_prefetch_kib == -1) return linear_forward(v, a);
+  return sm80::linear_decode(v, a, {variant, l2_prefetch_kib});
+}
+
+// Every sm80 decode variant the default pick may choose (decode_pick.h) that runs on this device.
+std::vector<int> variants_here() {
+  std::vector<int> ids;
+  for (const auto& c : sm80::kDecodeCandidates) {
+    if (sm80::decode_variant_runs_here(c.id)) ids.push_back(c.id);
+  }
+  return ids;
+}
+
+// linear_forward for a dense weight, or its decode kernels with explicit warps per block, or the cuBLAS path.
+KernelStatus dense_forward(const PackedWeightView& v, const LinearArgs& a, int warps, bool gemm = false) {
+  if (gemm) return linear_gemm(v, a);
+  if (warps == 0) return linear_forward(v, a);
+  return v.family == KernelFamily::kSm80 ? sm80::linear_dense_decode(v, a, warps) : sm70::linear_dense_decode(v, a, warps);
+}
+
 // Runs one case; returns the normalised error (fails the test on NaN, unwritten outputs, guard damage).
 double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed,
-                int tuning = 0, int overlap = 0) {
+                int variant = 0, bool pdl = true) {
   const std::string name = std::string("linear ") + weight_format_name(w.format) + " m=" + std::to_string(m) +
                            " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) + " fam=" + family_name(fam) +
                            (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel") +
-                           (tuning > 0 ? " tuning=" + std::to_string(tuning) : "") +
-                           (overlap > 0 ? " overlap=" + std::to_string(overlap) : "");
+                           (variant > 0 ? " variant=" + std::to_string(variant) : "") + (pdl ? "" : " plain launch");
   INFO(name);
   SplitMix rng(seed);
   std::vector<uint16_t> xh(static_cast<size_t>(m * w.k));
@@ -204,9 +227,8 @@ double run_case(Context& ctx, const TestWeight& w, KernelFamily fam, int64_t m, 
   a.workspace = ctx.workspace->p;
   a.workspace_bytes = ctx.workspace->bytes;
   a.cublas_handle = ctx.cublas;
-  a.tuning = tuning;
-  a.overlap = overlap;
-  const KernelStatus st = linear_forward(w.view(fam), a);
+  a.pdl = pdl;
+  const KernelStatus st = launch_linear(w.view(fam), a, variant);
   INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
   REQUIRE(st.ok());
   CUDA_REQUIRE(cudaDeviceSynchronize());
@@ -377,8 +399,8 @@ TEST_CASE("linear gpu merged projections match the reference and the separate la
       a.x = dx.p;
       a.m = m;
       a.y = dy.p;
-      a.tuning = 4;  // one variant for every launch: the same order of every sum
-      const KernelStatus st = linear_forward(w.view(KernelFamily::kSm80), a);
+      // One variant for every launch: the same order of every sum.
+      const KernelStatus st = launch_linear(w.view(KernelFamily::kSm80), a, 4);
       INFO("status " << st.message);
       REQUIRE(st.ok());
       std::vector<float> y(static_cast<size_t>(m * w.n));
@@ -414,16 +436,15 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   for (const auto& s : shapes) {
     for (WeightFormat format : {WeightFormat::kNvfp4, WeightFormat::kFp8}) {
       auto w = make_weight(format, s[0], s[1], format == WeightFormat::kFp8, seed++);
-      for (int tuning : {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 15, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29}) {
-        if (sm80::decode_variant_uses_clusters(tuning) && cc < 90) continue;
+      for (int variant : variants_here()) {
         for (int64_t m : {1, 8, 9, 16}) {
-          run_case(ctx, *w, KernelFamily::kSm80, m, m != 8, seed * 100 + static_cast<uint64_t>(m + tuning), tuning);
+          run_case(ctx, *w, KernelFamily::kSm80, m, m != 8, seed * 100 + static_cast<uint64_t>(m + variant), variant);
         }
       }
       // Plain launches (no programmatic dependent launch).
-      for (int tuning : {6, 10}) {
+      for (int variant : {6, 10}) {
         for (int64_t m : {1, 16}) {
-          run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + tuning), tuning, 2);
+          run_case(ctx, *w, KernelFamily::kSm80, m, true, seed * 100 + static_cast<uint64_t>(m + variant), variant, false);
         }
       }
     }
@@ -434,14 +455,15 @@ TEST_CASE("linear gpu sm80 every decode variant", "[gpu]") {
   a.x = dx.p;
   a.y = dy.p;
   a.m = 1;
-  for (int bad : {3, 14, 16, 20, 30, 99, -1}) {
-    a.tuning = bad;
-    CHECK(linear_forward(w->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+  for (int bad : {1, 3, 12, 13, 14, 15, 16, 20, 30, 99, -1}) {  // 1, 12, 13, 15: removed variants
+    CHECK(sm80::linear_decode(w->view(KernelFamily::kSm80), a, {bad}).code == KernelCode::kBadArgument);
+    CHECK_FALSE(sm80::decode_variant_runs_here(bad));
   }
-  a.tuning = 0;
-  a.l2_prefetch_kib = -2;
   auto w8 = make_weight(WeightFormat::kFp8, 32, 64, false, 798);
-  CHECK(linear_forward(w8->view(KernelFamily::kSm80), a).code == KernelCode::kBadArgument);
+  CHECK(sm80::linear_decode(w8->view(KernelFamily::kSm80), a, {0, -2}).code == KernelCode::kBadArgument);
+  // Cluster variants run on sm_90+ only; below, asking for one is refused rather than launched.
+  CHECK(sm80::decode_variant_runs_here(23) == (cc >= 90));
+  if (cc < 90) CHECK(sm80::linear_decode(w->view(KernelFamily::kSm80), a, {23}).code == KernelCode::kUnsupported);
 }
 
 // Batch invariance: a token's output must not depend on how many other tokens share the launch (speculative
@@ -474,17 +496,15 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
             xl[static_cast<size_t>(x_offset(layout, w->k, tok, kk))] = xh[static_cast<size_t>(tok * w->k + kk)];
         CUDA_REQUIRE(cudaMemcpy(dx.p, xl.data(), xl.size() * 2, cudaMemcpyHostToDevice));
       };
-      auto run = [&](KernelFamily fam, int64_t m, int tuning, int l2_prefetch_kib = -1,
+      auto run = [&](KernelFamily fam, int64_t m, int variant, int l2_prefetch_kib = -1,
                      XLayout layout = XLayout::kRowMajor) {
         upload_x(m, layout);
         LinearArgs a;
         a.x = dx.p;
         a.m = m;
         a.y = dy.p;
-        a.tuning = tuning;
-        a.l2_prefetch_kib = l2_prefetch_kib;
         a.x_layout = layout;
-        const KernelStatus st = linear_forward(w->view(fam), a);
+        const KernelStatus st = launch_linear(w->view(fam), a, variant, l2_prefetch_kib);
         INFO("status " << st.message);
         REQUIRE(st.ok());
         std::vector<float> y(static_cast<size_t>(m * w->n));
@@ -493,12 +513,11 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
       };
       std::vector<std::pair<KernelFamily, int>> configs = {{KernelFamily::kSm70, 0}};
       if (cc >= 80) {
-        for (int tuning : {0, 4, 7, 10, 11, 19, 21, 22, 27, 28, 29, 23, 24, 25, 26}) {
-          if (!sm80::decode_variant_uses_clusters(tuning) || cc >= 90) configs.emplace_back(KernelFamily::kSm80, tuning);
-        }
+        configs.emplace_back(KernelFamily::kSm80, 0);
+        for (int variant : variants_here()) configs.emplace_back(KernelFamily::kSm80, variant);
       }
-      for (const auto& [fam, tuning] : configs) {
-        const std::vector<float> y16 = run(fam, 16, tuning);
+      for (const auto& [fam, variant] : configs) {
+        const std::vector<float> y16 = run(fam, 16, variant);
         // Row-major and token-chunked x, every m: the same bits.
         const std::pair<int64_t, XLayout> runs[] = {
             {1, XLayout::kRowMajor},     {2, XLayout::kRowMajor},     {5, XLayout::kRowMajor},
@@ -507,11 +526,11 @@ TEST_CASE("linear gpu decode is batch invariant (bitwise)", "[gpu]") {
             {8, XLayout::kTokenChunked}, {9, XLayout::kTokenChunked}, {15, XLayout::kTokenChunked},
             {16, XLayout::kTokenChunked}};
         for (const auto& [m, layout] : runs) {
-          const std::vector<float> ym = run(fam, m, tuning, -1, layout);
+          const std::vector<float> ym = run(fam, m, variant, -1, layout);
           const bool same = std::memcmp(ym.data(), y16.data(), ym.size() * 4) == 0;
-          std::printf("linear batch-invariance %s n=%lld k=%lld fam=%s tuning=%d m=%lld x=%s vs 16 %s\n",
+          std::printf("linear batch-invariance %s n=%lld k=%lld fam=%s variant=%d m=%lld x=%s vs 16 %s\n",
                       weight_format_name(format), static_cast<long long>(w->n), static_cast<long long>(w->k), family_name(fam),
-                      tuning, static_cast<long long>(m), layout == XLayout::kRowMajor ? "row" : "chunked",
+                      variant, static_cast<long long>(m), layout == XLayout::kRowMajor ? "row" : "chunked",
                       same ? "same" : "DIFFERENT");
           CHECK(same);
         }
@@ -540,10 +559,10 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
   auto wa = make_weight(WeightFormat::kNvfp4, 8192, 4096, false, 901);
   auto wb = make_weight(WeightFormat::kNvfp4, 512, 8192, false, 902);
   wa->global_scale = 1.0f / 8192.0f;  // keeps y1 well inside fp16
-  for (int tuning_b : {0, 5, 23}) {  // 23: k split over a cluster
-    if (sm80::decode_variant_uses_clusters(tuning_b) && cc < 90) continue;
+  for (int variant_b : {0, 5, 23}) {  // 23: k split over a cluster
+    if (variant_b != 0 && !sm80::decode_variant_runs_here(variant_b)) continue;
     for (int64_t m : {int64_t{1}, int64_t{16}}) {
-      SplitMix rng(903 + static_cast<uint64_t>(m * 7 + tuning_b));
+      SplitMix rng(903 + static_cast<uint64_t>(m * 7 + variant_b));
       std::vector<uint16_t> x0h(static_cast<size_t>(m * 4096)), x1h(x0h.size());
       std::vector<float> x0f(x0h.size()), x1f(x0h.size());
       voltserve::test::fill_activations(x0h, x0f, rng);
@@ -555,6 +574,7 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
       CUDA_REQUIRE(cudaMemcpy(dx1.p, x1h.data(), x1h.size() * 2, cudaMemcpyHostToDevice));
       LinearArgs a;
       a.m = m;
+      a.pdl = true;
       a.y_f32 = false;
       a.x = dx0.p;
       a.y = dy1.p;
@@ -573,8 +593,8 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
       b.m = m;
       b.x = dy1.p;
       b.y = dy2.p;
-      b.tuning = tuning_b;
-      REQUIRE(linear_forward(wb->view(KernelFamily::kSm80), b).ok());
+      b.pdl = true;
+      REQUIRE(launch_linear(wb->view(KernelFamily::kSm80), b, variant_b).ok());
       a.x = dx1.p;
       REQUIRE(linear_forward(wa->view(KernelFamily::kSm80), a).ok());
       CUDA_REQUIRE(cudaDeviceSynchronize());
@@ -592,7 +612,7 @@ TEST_CASE("linear gpu chained launches keep stream order (programmatic dependent
         den += static_cast<double>(ref[i]) * ref[i];
       }
       const double err = den > 0 ? num / den : num;
-      std::printf("linear chained A->B->A' m=%lld tuning_b=%d err=%.3e %s\n", static_cast<long long>(m), tuning_b, err,
+      std::printf("linear chained A->B->A' m=%lld variant_b=%d err=%.3e %s\n", static_cast<long long>(m), variant_b, err,
                   err <= 5e-4 && nan == 0 ? "ok" : "FAIL");
       CHECK(nan == 0);
       CHECK(err <= 5e-4);
@@ -625,18 +645,14 @@ TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
   bad = v;
   bad.scales = nullptr;
   CHECK(linear_forward(bad, a).code == KernelCode::kBadArgument);
-  a.force_path = 1;
   a.m = 17;
-  CHECK(linear_forward(v, a).code == KernelCode::kBadShape);
+  CHECK(sm70::linear_decode(v, a).code == KernelCode::kBadShape);
   // Token-chunked x: decode path, m <= 16 only.
-  a.force_path = 0;
   a.x_layout = XLayout::kTokenChunked;
   a.m = 17;
   CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   a.m = 9;
-  a.force_path = 2;
-  CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
-  a.force_path = 0;
+  CHECK(linear_gemm(v, a).code == KernelCode::kBadArgument);
   a.x_layout = static_cast<XLayout>(7);
   CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   if (cc < 80) CHECK(linear_forward(w->view(KernelFamily::kSm80), LinearArgs{dx.p, 1, dy.p}).code == KernelCode::kUnsupported);
@@ -721,12 +737,11 @@ std::vector<uint16_t> lay_out_x(const std::vector<uint16_t>& xh, int64_t m, int6
 // One dense case against the reference: poisoned output, guard bytes, NaN check, normalised error <= kDenseTol.
 // Prints one line per case; returns the error.
 double run_dense_case(Context& ctx, const DenseWeight& w, KernelFamily fam, int64_t m, bool y_f32, uint64_t seed,
-                      int tuning = 0, XLayout layout = XLayout::kRowMajor, int force_path = 0) {
+                      int warps = 0, XLayout layout = XLayout::kRowMajor, bool gemm = false) {
   const std::string name = "linear dense m=" + std::to_string(m) + " n=" + std::to_string(w.n) + " k=" + std::to_string(w.k) +
                            " fam=" + family_name(fam) + (y_f32 ? "" : " y=f16") + (w.channel.empty() ? "" : " per-channel") +
-                           (tuning > 0 ? " warps=" + std::to_string(tuning) : "") +
-                           (layout == XLayout::kTokenChunked ? " x=chunked" : "") +
-                           (force_path == 2 ? " path=cublas" : "");
+                           (warps > 0 ? " warps=" + std::to_string(warps) : "") +
+                           (layout == XLayout::kTokenChunked ? " x=chunked" : "") + (gemm ? " path=cublas" : "");
   INFO(name);
   SplitMix rng(seed);
   std::vector<uint16_t> xh(static_cast<size_t>(m * w.k));
@@ -749,10 +764,8 @@ double run_dense_case(Context& ctx, const DenseWeight& w, KernelFamily fam, int6
   a.y = static_cast<char*>(dy.p) + kGuard;
   a.y_f32 = y_f32;
   a.cublas_handle = ctx.cublas;  // no workspace: the dense path needs none
-  a.tuning = tuning;
   a.x_layout = layout;
-  a.force_path = force_path;
-  const KernelStatus st = linear_forward(w.view(fam), a);
+  const KernelStatus st = dense_forward(w.view(fam), a, warps, gemm);
   INFO("status " << static_cast<int>(st.code) << " " << st.message << " " << st.file << ":" << st.line);
   REQUIRE(st.ok());
   CUDA_REQUIRE(cudaDeviceSynchronize());
@@ -839,12 +852,12 @@ TEST_CASE("linear gpu dense fp16: 27B shapes, fixtures, every M, both families",
       for (int64_t m : {2, 8, 13, 16}) {
         run_dense_case(ctx, *w, fam, m, true, seed * 100 + 70 + static_cast<uint64_t>(m), 0, XLayout::kTokenChunked);
       }
-      // Every warps-per-block choice, and cuBLAS at decode sizes (force_path = 2).
+      // Every warps-per-block choice, and cuBLAS at decode sizes (linear_gemm).
       for (int warps : {4, 8, 16}) {
         for (int64_t m : {1, 16}) run_dense_case(ctx, *w, fam, m, m == 1, seed * 100 + 80 + static_cast<uint64_t>(m + warps), warps);
       }
     }
-    run_dense_case(ctx, *w, KernelFamily::kSm70, 5, true, seed * 100 + 99, 0, XLayout::kRowMajor, 2);
+    run_dense_case(ctx, *w, KernelFamily::kSm70, 5, true, seed * 100 + 99, 0, XLayout::kRowMajor, true);
   }
 }
 
@@ -876,7 +889,7 @@ TEST_CASE("linear gpu dense decode is batch invariant (bitwise)", "[gpu]") {
     DeviceBuffer dx(static_cast<size_t>(x_buffer_halves(XLayout::kTokenChunked, 16, w->k)) * 2);
     DeviceBuffer dy(static_cast<size_t>(16 * w->n) * 4);
     REQUIRE((dx.p != nullptr && dy.p != nullptr));
-    auto run = [&](KernelFamily fam, int64_t m, int tuning, XLayout layout, const std::vector<uint16_t>& x) {
+    auto run = [&](KernelFamily fam, int64_t m, int warps, XLayout layout, const std::vector<uint16_t>& x) {
       const std::vector<uint16_t> xl = lay_out_x(x, m, w->k, layout);
       CUDA_REQUIRE(cudaMemcpy(dx.p, xl.data(), xl.size() * 2, cudaMemcpyHostToDevice));
       CUDA_REQUIRE(cudaMemset(dy.p, 0xFF, static_cast<size_t>(16 * w->n) * 4));
@@ -884,9 +897,8 @@ TEST_CASE("linear gpu dense decode is batch invariant (bitwise)", "[gpu]") {
       a.x = dx.p;
       a.m = m;
       a.y = dy.p;
-      a.tuning = tuning;
       a.x_layout = layout;
-      const KernelStatus st = linear_forward(w->view(fam), a);
+      const KernelStatus st = dense_forward(w->view(fam), a, warps);
       INFO("status " << st.message);
       REQUIRE(st.ok());
       std::vector<float> y(static_cast<size_t>(m * w->n));
@@ -894,16 +906,16 @@ TEST_CASE("linear gpu dense decode is batch invariant (bitwise)", "[gpu]") {
       return y;
     };
     for (KernelFamily fam : families_of(cc)) {
-      for (int tuning : {0, 4, 8, 16}) {
-        const std::vector<float> y16 = run(fam, 16, tuning, XLayout::kRowMajor, xh);
+      for (int warps : {0, 4, 8, 16}) {
+        const std::vector<float> y16 = run(fam, 16, warps, XLayout::kRowMajor, xh);
         for (int64_t m : {1, 2, 5, 8, 9, 15, 16}) {
           for (XLayout layout : {XLayout::kRowMajor, XLayout::kTokenChunked}) {
             // Alone: only the first m rows.
-            const std::vector<float> ym = run(fam, m, tuning, layout, xh);
+            const std::vector<float> ym = run(fam, m, warps, layout, xh);
             // With other rows: 16 rows, rows m.. replaced.
             std::vector<uint16_t> mixed = xh;
             std::copy(xo.begin() + m * w->k, xo.end(), mixed.begin() + m * w->k);
-            const std::vector<float> yx = run(fam, 16, tuning, layout, mixed);
+            const std::vector<float> yx = run(fam, 16, warps, layout, mixed);
             const size_t cmp = static_cast<size_t>(m * w->n) * 4;
             const bool same = std::memcmp(ym.data(), y16.data(), cmp) == 0 && std::memcmp(yx.data(), y16.data(), cmp) == 0;
             size_t first = 0;
@@ -912,7 +924,7 @@ TEST_CASE("linear gpu dense decode is batch invariant (bitwise)", "[gpu]") {
               ++first;
             }
             std::printf("linear dense batch-invariance n=%lld k=%lld fam=%s warps=%d m=%lld x=%s vs 16 %s", static_cast<long long>(w->n),
-                        static_cast<long long>(w->k), family_name(fam), tuning, static_cast<long long>(m),
+                        static_cast<long long>(w->k), family_name(fam), warps, static_cast<long long>(m),
                         layout == XLayout::kRowMajor ? "row" : "chunked", same ? "same\n" : "DIFFERENT");
             if (!same) std::printf(" (first at token %zu row %zu)\n", first / static_cast<size_t>(w->n), first % static_cast<size_t>(w->n));
             CHECK(same);
@@ -941,11 +953,7 @@ TEST_CASE("linear gpu dense rejects bad arguments with a status", "[gpu]") {
   bad = v;
   bad.k = 40;  // k must be a multiple of 16
   CHECK(linear_forward(bad, a).code == KernelCode::kBadShape);
-  for (int t : {1, 3, 12, 32}) {
-    a.tuning = t;
-    CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
-  }
-  a.tuning = 0;
+  for (int t : {1, 3, 12, 32}) CHECK(sm70::linear_dense_decode(v, a, t).code == KernelCode::kBadArgument);
   a.m = 17;  // needs a cuBLAS handle (no workspace)
   CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   a.cublas_handle = ctx.cublas;

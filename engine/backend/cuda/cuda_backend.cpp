@@ -851,7 +851,7 @@ void CudaBackend::linear_rows(const cuda::CudaLinear& w, const void* x, int64_t 
     a.workspace_bytes = scratch_bytes_;
     a.cublas_handle = cublas_;
     a.stream = stream_;
-    a.overlap = pdl_ ? 0 : 2;  // 2: a plain launch
+    a.pdl = pdl_;
     if (!check(kernels::linear_forward(seg.view, a), "linear")) return;
   }
 }
