@@ -3,15 +3,9 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <iterator>
 #include <utility>
 
 namespace voltserve::kernels::sm80 {
-
-const std::vector<DecodeCandidate>& decode_candidates() {
-  static const std::vector<DecodeCandidate> candidates(std::begin(kDecodeCandidates), std::end(kDecodeCandidates));
-  return candidates;
-}
 
 int decode_candidate_index(int id) {
   for (int i = 0; i < kDecodeCandidateCount; ++i) {
@@ -27,7 +21,8 @@ double wave_fill(long blocks, long slots) {
 }
 
 DecodePick pick_decode_variants(const DecodeDevice& device, bool fp8, long n_tiles) {
-  const std::vector<DecodeCandidate>& cands = decode_candidates();
+  const auto& cands = kDecodeCandidates;
+  constexpr size_t kCount = static_cast<size_t>(kDecodeCandidateCount);
   auto predicted = [&](size_t i, int nt) {
     const DecodeCandidate& c = cands[i];
     const long blocks = (n_tiles + c.tiles_per_block - 1) / c.tiles_per_block * c.ksplit;
@@ -47,7 +42,7 @@ DecodePick pick_decode_variants(const DecodeDevice& device, bool fp8, long n_til
   for (const auto& [warps, ksplit] : groups) {
     int pick[2] = {0, 0};
     double score[2] = {-1.0, -1.0};
-    for (size_t i = 0; i < cands.size() && i < device.resident.size(); ++i) {
+    for (size_t i = 0; i < kCount && i < device.resident.size(); ++i) {
       if (cands[i].warps != warps || cands[i].ksplit != ksplit) continue;
       for (int nt = 1; nt <= 2; ++nt) {
         if (device.resident[i][fp8 ? 1 : 0][nt - 1] <= 0) continue;  // does not run on this device

@@ -51,13 +51,10 @@ inline constexpr DecodeCandidate kDecodeCandidates[] = {
 };
 inline constexpr int kDecodeCandidateCount = static_cast<int>(sizeof(kDecodeCandidates) / sizeof(kDecodeCandidates[0]));
 
-// The candidates as a vector (the CUDA side is C++17: no std::span here).
-const std::vector<DecodeCandidate>& decode_candidates();
-
 // Index of the candidate with this id in kDecodeCandidates, or -1.
 int decode_candidate_index(int id);
 
-// The running device: SM count and, per decode_candidates() entry, resident blocks per SM [fp8][token tiles - 1]
+// The running device: SM count and, per kDecodeCandidates entry, resident blocks per SM [fp8][token tiles - 1]
 // (0: the candidate does not run there).
 struct DecodeDevice {
   int sms = 0;

@@ -38,32 +38,8 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
   return KernelStatus::Ok();
 }
 
-}  // namespace
-
-int current_device_major() {
-  static PerDevice<int> majors;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
-  return majors.get(dev, [](int d) {
-    int major = 0;
-    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess ? major : 0;
-  });
-}
-
-KernelFamily preferred_family(int compute_capability) {
-  return compute_capability >= 80 ? KernelFamily::kSm80 : KernelFamily::kSm70;
-}
-
-KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
-  if (KernelStatus s = check(w, a); !s.ok()) return s;
-  if (a.m > kMaxDecodeRows) return linear_gemm(w, a);
-  const bool dense = w.format == WeightFormat::kDense;
-  if (w.family == KernelFamily::kSm80) return dense ? sm80::linear_dense_decode(w, a) : sm80::linear_decode(w, a);
-  return dense ? sm70::linear_dense_decode(w, a) : sm70::linear_decode(w, a);
-}
-
-KernelStatus linear_gemm(const PackedWeightView& w, const LinearArgs& a) {
-  if (KernelStatus s = check(w, a); !s.ok()) return s;
+// linear_gemm after check().
+KernelStatus gemm(const PackedWeightView& w, const LinearArgs& a) {
   if (a.x_layout != XLayout::kRowMajor) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path takes row-major x");
   if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a cuBLAS handle");
   if (w.format == WeightFormat::kDense) return dense::gemm_cublas(w, a);
@@ -99,6 +75,35 @@ KernelStatus linear_gemm(const PackedWeightView& w, const LinearArgs& a) {
     }
   }
   return KernelStatus::Ok();
+}
+
+}  // namespace
+
+int current_device_major() {
+  static PerDevice<int> majors;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  return majors.get(dev, [](int d) {
+    int major = 0;
+    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess ? major : 0;
+  });
+}
+
+KernelFamily preferred_family(int compute_capability) {
+  return compute_capability >= 80 ? KernelFamily::kSm80 : KernelFamily::kSm70;
+}
+
+KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
+  if (KernelStatus s = check(w, a); !s.ok()) return s;
+  if (a.m > kMaxDecodeRows) return gemm(w, a);
+  const bool dense = w.format == WeightFormat::kDense;
+  if (w.family == KernelFamily::kSm80) return dense ? sm80::linear_dense_decode(w, a) : sm80::linear_decode(w, a);
+  return dense ? sm70::linear_dense_decode(w, a) : sm70::linear_decode(w, a);
+}
+
+KernelStatus linear_gemm(const PackedWeightView& w, const LinearArgs& a) {
+  if (KernelStatus s = check(w, a); !s.ok()) return s;
+  return gemm(w, a);
 }
 
 }  // namespace voltserve::kernels

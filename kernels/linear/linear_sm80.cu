@@ -651,17 +651,10 @@ KernelStatus linear_decode(const PackedWeightView& w, const LinearArgs& a, const
   p.ldy = a.y_stride > 0 ? a.y_stride : w.n;
   p.pdl = a.pdl && major >= 9;
   const int nt = token_tiles(a.m);
-  int index = 0;
-  if (choice.variant == 0) {
-    index = default_index(fp8, p.n_tiles, nt);
-  } else {
-    if (decode_candidate_index(choice.variant) < 0) {
-      return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: variant is not a kDecodeCandidates id (decode_pick.h)");
-    }
-    if (!decode_variant_runs_here(choice.variant)) {
-      return VS_KERNEL_FAIL(kUnsupported, "sm80::linear_decode: this variant's clusters do not run on this device");
-    }
-    index = decode_candidate_index(choice.variant);
+  const int index = choice.variant == 0 ? default_index(fp8, p.n_tiles, nt) : decode_candidate_index(choice.variant);
+  if (index < 0) return VS_KERNEL_FAIL(kBadArgument, "sm80::linear_decode: variant is not a kDecodeCandidates id (decode_pick.h)");
+  if (choice.variant != 0 && !decode_variant_runs_here(choice.variant)) {
+    return VS_KERNEL_FAIL(kUnsupported, "sm80::linear_decode: this variant's clusters do not run on this device");
   }
   const Variant& v = variant_at(fp8, nt, index);
   if (fp8) {

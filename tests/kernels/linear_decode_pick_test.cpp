@@ -25,13 +25,13 @@ DecodeDevice h200() {
       {29, {{{7, 7}, {7, 7}}}}};
   DecodeDevice d;
   d.sms = 132;
-  for (const DecodeCandidate& c : decode_candidates()) d.resident.push_back(resident.at(c.id));
+  for (const DecodeCandidate& c : kDecodeCandidates) d.resident.push_back(resident.at(c.id));
   return d;
 }
 
 // Warps per block and k split of a candidate: together they set the order of every sum.
 std::pair<int, int> sum_order_of(int id) {
-  for (const DecodeCandidate& c : decode_candidates())
+  for (const DecodeCandidate& c : kDecodeCandidates)
     if (c.id == id) return {c.warps, c.ksplit};
   return {-1, -1};
 }
@@ -70,8 +70,8 @@ TEST_CASE("decode pick on the H200 takes the variants the sweep measured best", 
   CHECK(fp8_320.nt2 == 23);
   // Without clusters (resident 0: not sm_90) the split candidates are never picked.
   DecodeDevice no_clusters = d;
-  for (size_t i = 0; i < decode_candidates().size(); ++i) {
-    if (decode_candidates()[i].ksplit > 1) no_clusters.resident[i] = {};
+  for (int i = 0; i < kDecodeCandidateCount; ++i) {
+    if (kDecodeCandidates[i].ksplit > 1) no_clusters.resident[static_cast<size_t>(i)] = {};
   }
   CHECK(sum_order_of(pick_decode_variants(no_clusters, true, 320).nt1).second == 1);
   // Few tiles: 16 warps split k.
@@ -109,7 +109,6 @@ TEST_CASE("decode candidates: one table of unique ids whose shapes the kernel ta
     CHECK(c.id > 0);  // 0 names the default pick
     CHECK(seen.emplace(c.id, i).second);
     CHECK(decode_candidate_index(c.id) == i);
-    CHECK(decode_candidates()[static_cast<size_t>(i)].id == c.id);
     // The kernel's static requirements (linear_sm80.cu): FP8 k-blocks pair up over the warps splitting k, and the
     // unguarded main loop needs a ring of at least 2 steps per tile.
     CHECK((c.warps == 4 || c.warps == 8 || c.warps == 16));
