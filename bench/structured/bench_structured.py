@@ -17,27 +17,35 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "e2e"))
 from harness import Server  # noqa: E402
 
-SCHEMA = {"type": "array", "minItems": 200, "items": {
-    "type": "object", "properties": {"id": {"type": "integer"}, "name": {"type": "string", "maxLength": 8},
-                                     "ok": {"type": "boolean"}},
-    "required": ["id", "name", "ok"], "additionalProperties": False}}
+def records(name):
+    """An array of records long enough never to complete; `name` is the schema of the records' string field."""
+    return {"type": "array", "minItems": 200, "items": {
+        "type": "object", "properties": {"id": {"type": "integer"}, "name": name, "ok": {"type": "boolean"}},
+        "required": ["id", "name", "ok"], "additionalProperties": False}}
 
 
-def one(srv, tokens, constrained, seed):
+# A bounded string is the slow case of XGrammar's mask fill (its length is part of the grammar's state); a free
+# string and an enum are the common ones.
+SCHEMAS = {
+    "bounded": records({"type": "string", "maxLength": 8}),
+    "free": records({"type": "string"}),
+    "enum": records({"enum": ["alpha", "beta", "gamma", "delta"]}),
+}
+def one(srv, tokens, schema, seed):
     body = {"messages": [{"role": "user", "content": "List the records."}], "max_tokens": tokens, "temperature": 1.0,
             "seed": seed, "ignore_eos": True, "chat_template_kwargs": {"enable_thinking": False}}
-    if constrained:
-        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "records", "schema": SCHEMA}}
+    if schema is not None:
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "records", "schema": schema}}
     status, _, raw = srv.post("/v1/chat/completions", body, timeout=600)
     assert status == 200, raw[:300]
     return json.loads(raw)["usage"]["completion_tokens"]
 
 
-def run(srv, concurrency, tokens, constrained, rounds):
+def run(srv, concurrency, tokens, schema, rounds):
     m0 = srv.metrics()
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as ex:
-        n = sum(ex.map(lambda i: one(srv, tokens, constrained, i), range(concurrency * rounds)))
+        n = sum(ex.map(lambda i: one(srv, tokens, schema, i), range(concurrency * rounds)))
     dt = time.time() - t0
     m1 = srv.metrics()
     d = lambda k: m1.get(k, 0.0) - m0.get(k, 0.0)  # noqa: E731
@@ -53,21 +61,29 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--model", help="model folder to serve (default: the harness's CPU fixture)")
     ap.add_argument("--backend", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--schema", default="bounded", help="comma-separated: " + ", ".join(SCHEMAS) + " (default bounded)")
+    ap.add_argument("--batches", default="1,16", help="concurrent requests, comma-separated (default 1,16)")
     a = ap.parse_args()
+    schemas = a.schema.split(",")
+    for name in schemas:
+        if name not in SCHEMAS:
+            ap.error(f"--schema: unknown schema {name!r} (one of {', '.join(SCHEMAS)})")
     # Constrained requests never speculate, so neither do the unconstrained ones here: the same decode path.
     extra = ["--max-running", "16", "--backend", a.backend, "--speculative-k", "0"]
     if a.model:
         extra += ["--model", a.model]
     # A 27B checkpoint takes a while to load; the harness's default wait is for the fixtures.
     with Server(*extra, ready_timeout=600 if a.model else 60, context=4096) as srv:
-        one(srv, 8, True, 0)  # compile the schema once (cached) and warm up
-        for concurrency in (1, 16):
-            free = run(srv, concurrency, a.tokens, False, a.rounds)
-            cons = run(srv, concurrency, a.tokens, True, a.rounds)
-            loss = 100.0 * (1.0 - cons["tok_s"] / free["tok_s"])
-            print(f"batch {concurrency:2d}: unconstrained {free['tok_s']:7.1f} tok/s, json_schema {cons['tok_s']:7.1f} "
-                  f"tok/s ({loss:+.1f}% loss); mask {cons['mask_us']:.0f} us/token on the worker, "
-                  f"{cons['wait_us']:.0f} us/token not hidden by the forward ({cons['tokens']} tokens)", flush=True)
+        for concurrency in (int(b) for b in a.batches.split(",")):
+            free = run(srv, concurrency, a.tokens, None, a.rounds)
+            for name in schemas:
+                one(srv, 8, SCHEMAS[name], 0)  # compile the schema once (cached) and warm up
+                cons = run(srv, concurrency, a.tokens, SCHEMAS[name], a.rounds)
+                loss = 100.0 * (1.0 - cons["tok_s"] / free["tok_s"])
+                print(f"batch {concurrency:2d}: unconstrained {free['tok_s']:7.1f} tok/s, json_schema ({name}) "
+                      f"{cons['tok_s']:7.1f} tok/s ({loss:+.1f}% loss); mask {cons['mask_us']:.0f} us/token on the "
+                      f"worker, {cons['wait_us']:.0f} us/token not hidden by the forward ({cons['tokens']} tokens)",
+                      flush=True)
 
 
 if __name__ == "__main__":

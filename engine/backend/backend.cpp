@@ -12,6 +12,7 @@ void StepBatch::clear() {
   bias_values.clear();
   masks.clear();
   mask_words = 0;
+  complete_masks = nullptr;
 }
 
 kernels::gdn::State gdn_state_view(const GdnStateLayer& s) {

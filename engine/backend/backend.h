@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -156,9 +157,12 @@ struct StepBatch {
   std::vector<int32_t> bias_ids;            // logit_bias entries; OutputRow::sampling.bias_offset indexes them
   std::vector<float> bias_values;
   // Token masks of constrained rows (structured output): OutputRow::sampling.mask_row indexes them, mask_words
-  // uint32 each (bit id set: id may be sampled); at most one per output row.
+  // uint32 each (bit id set: id may be sampled); at most one per output row. Their contents are computed on the
+  // host while the step runs: a backend calls complete_masks() (when set) before it reads them, as late as it can
+  // (core/mask_worker.h), and at most once per run of the step's ops (a step that runs again calls it again).
   std::vector<uint32_t> masks;
   int32_t mask_words = 0;
+  std::function<void()> complete_masks;
   void clear();
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
 };

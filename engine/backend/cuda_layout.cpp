@@ -117,6 +117,7 @@ std::vector<NamedBytes> step_buffers(const StepLimits& limits) {
       {"step logit_bias ids", bytes(limits.max_bias, sizeof(int32_t))},
       {"step logit_bias values", bytes(limits.max_bias, sizeof(float))},
       {"token masks", bytes(T * words, sizeof(uint32_t))},
+      {"token mask ticket", bytes(1, sizeof(uint32_t))},
       {"sampled tokens", bytes(T, sizeof(int32_t))},
       {"logprobs", bytes(T, sizeof(float))},
       {"top ids", bytes(T * kTop, sizeof(int32_t))},

@@ -13,9 +13,6 @@ int32_t context_bucket(int32_t max_context) {
 
 std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int32_t bucket) {
   if (batch.n_tokens() == 0 || batch.n_tokens() > kMaxGraphTokens) return std::nullopt;
-  // Token masks (structured output) are computed on the host while the forward runs and uploaded at sampling
-  // time, inside the part a graph would capture: such steps run eagerly.
-  if (!batch.masks.empty()) return std::nullopt;
   int32_t max_seq_tokens = 0;
   for (const kernels::SeqDesc& s : batch.seqs) {
     // Speculative work runs eagerly: verify items (checkpoints, drafts), the MTP head's passes (no state slot).
@@ -25,8 +22,10 @@ std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int
   for (const OutputRow& o : batch.outputs) {
     if (o.flags & (kOutAccept | kOutHidden)) return std::nullopt;
   }
+  // Token masks are part of the shape by their number: the graph's hand-off copies that many words (which rows
+  // they belong to is in the sampling parameters, uploaded every step).
   std::vector<int64_t> shape{batch.n_tokens(), static_cast<int64_t>(batch.seqs.size()), max_seq_tokens, bucket,
-                             static_cast<int64_t>(batch.outputs.size())};
+                             static_cast<int64_t>(batch.outputs.size()), static_cast<int64_t>(batch.masks.size())};
   for (const OutputRow& o : batch.outputs) {
     shape.push_back(o.row);
     shape.push_back(o.flags);

@@ -52,7 +52,7 @@ class StepFingerprint {
 };
 
 // The shape of a step as a graph sees it, or nullopt when the step runs eagerly: more than kMaxGraphTokens rows;
-// token masks (their upload happens at sampling time, from host memory that changes every step); speculative work
+// speculative work
 // (a verify item, an MTP head pass, rows asking for acceptance or hidden states) — replaying those crashed on the
 // H200 (bench/RESULTS.md) and they are eager until that is understood.
 // `bucket` is context_bucket() of the step's longest context.

@@ -254,14 +254,12 @@ void Qwen35Model::gdn_mixer(const Qwen35Layer& layer, size_t index, const Activa
   be.linear(*g.out_proj, out, mixed);
 }
 
-Status Qwen35Model::forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
-                            const std::function<void()>& before_sampling) const {
+Status Qwen35Model::forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const {
   if (!configured_) return internal_error("Qwen35Model::forward before configure");
-  return run_step(*backend_, [&] { return forward_once(batch, cache, result, before_sampling); });
+  return run_step(*backend_, [&] { return forward_once(batch, cache, result); });
 }
 
-Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
-                                 const std::function<void()>& before_sampling) const {
+Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const {
   Backend& be = *backend_;
   VS_RETURN_IF_ERROR(be.begin_step(batch));
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -295,7 +293,6 @@ Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, Ste
     Tensor hidden = act.hidden;
     Tensor logits = act.logits;
     be.gather_output_rows(normed, hidden);
-    if (before_sampling) before_sampling();
     be.lm_head_outputs(weights_.output(), hidden, logits);
   }
   return be.end_step(result);

@@ -88,11 +88,9 @@ class Qwen35Model {
   Status load_state(Qwen35Cache& cache, int32_t snapshot, int32_t slot) const;
   Status copy_page(Qwen35Cache& cache, int32_t src_page, int32_t dst_page) const;
 
-  // One batched step; the batch is assumed valid (the runner checks it).
-  // before_sampling: called after the layers, before the lm_head samples (structured-output masks arrive then:
-  // the caller completes batch.masks in it).
-  Status forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
-                 const std::function<void()>& before_sampling = {}) const;
+  // One batched step; the batch is assumed valid (the runner checks it). Structured-output masks may still be in
+  // the making: the backend calls batch.complete_masks when it needs them.
+  Status forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
 
  private:
   Qwen35Model() = default;
@@ -113,8 +111,7 @@ class Qwen35Model {
     Tensor logits;     // [logits_rows, vocab] fp32
   };
   Activations activations(int64_t n_tokens, int64_t n_outputs) const;
-  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result,
-                      const std::function<void()>& before_sampling) const;
+  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
   void attention_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
   void gdn_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
 

@@ -349,7 +349,7 @@ Status Qwen35Runner::build_batch(const StepRequest& request) {
       }
       b.mask_words = words;
       row.sampling.mask_row = static_cast<int32_t>(b.masks.size() / static_cast<size_t>(words));
-      // The contents may still be in the making (StepRequest::await_masks): copied in before sampling.
+      // The contents may still be in the making (StepRequest::await_masks): StepBatch::complete_masks copies them in.
       b.masks.resize(b.masks.size() + static_cast<size_t>(words));
       pending_masks_.push_back(o.token_mask);
     }
@@ -376,14 +376,19 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
   result.clear();
   VS_RETURN_IF_ERROR(build_batch(request));
   if (batch_.tokens.empty()) return Status::ok();
-  auto before_sampling = [&] {
-    if (request.await_masks) request.await_masks();
-    const auto words = static_cast<size_t>(batch_.mask_words);
-    for (size_t i = 0; i < pending_masks_.size(); ++i) {
-      std::copy(pending_masks_[i].begin(), pending_masks_[i].end(), batch_.masks.begin() + static_cast<ptrdiff_t>(i * words));
-    }
-  };
-  VS_RETURN_IF_ERROR(model_->forward(batch_, cache_, result, before_sampling));
+  if (!pending_masks_.empty()) {
+    batch_.complete_masks = [&] {
+      if (request.await_masks) request.await_masks();
+      const auto words = static_cast<size_t>(batch_.mask_words);
+      for (size_t i = 0; i < pending_masks_.size(); ++i) {
+        std::copy(pending_masks_[i].begin(), pending_masks_[i].end(),
+                  batch_.masks.begin() + static_cast<ptrdiff_t>(i * words));
+      }
+    };
+  }
+  const Status forward = model_->forward(batch_, cache_, result);
+  batch_.complete_masks = nullptr;  // it refers to this step's request
+  VS_RETURN_IF_ERROR(forward);
   if (drafter_) {
     for (const SeqStep& s : request.seqs) {
       if (s.mtp) {

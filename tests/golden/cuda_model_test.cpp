@@ -3,7 +3,8 @@
 // the CPU's top-2 margin exceeds that tolerance, chunked prefill + decode within tolerance of one pass, several
 // sequences in one step equal to each alone (bitwise for decode steps: the M <= 16 linear path is batch invariant),
 // a verify item + partial commit equal to decoding the kept tokens, a seeded sampled request independent of its
-// batch, decode steps replayed from CUDA graphs with PDL bitwise equal to plain eager launches, the prefix cache's device copies
+// batch, decode steps replayed from CUDA graphs with PDL bitwise equal to plain eager launches (also with structured-output
+// masks that arrive after the launch), the prefix cache's device copies
 // exact and its greedy output equal to the cache-off engine's. Skips itself without a CUDA device (scripts/gpu-check.sh runs it on a GPU machine).
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
@@ -11,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
@@ -20,12 +22,14 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "model/qwen35_runner.h"
 #include "support/mtp_reference.h"
 #include "support/runner_steps.h"
+#include "support/test_rng.h"
 #include "support/tolerances.h"
 #include "voltserve/engine.h"
 
@@ -567,6 +571,135 @@ TEST_CASE("CUDA: decode steps replayed as graphs (with programmatic dependent la
   // Every decode step but the first two of each shape (eager, then captured) and the prompt step is a replay.
   CHECK(replays >= kSteps - 20);
   CHECK(eager->backend().graph_replays() == 0);
+}
+
+TEST_CASE("CUDA: masked decode steps (structured output) replay as graphs, their masks arriving after the launch", "[gpu]") {
+  int cc = 0;
+  if (!have_gpu(&cc)) SKIP("no CUDA device");
+  // Two constrained sequences (greedy, sampled) and an unconstrained one, 96 decode steps, graphs + PDL against
+  // eager launches. Each step's masks hold zeros (nothing samplable) until the step's await_masks fills them,
+  // 3 ms after the runner was called: the whole step is launched by then, so a device that read a mask before
+  // the host published it would sample nothing, and one that waited in the wrong place would break the tokens.
+  auto load = [&](bool graphs) {
+    RunnerOptions opt;
+    opt.model.model_dir = fixture_dir("tiny-chat").string();
+    opt.model.backend = "cuda";
+    opt.model.max_context = 256;
+    opt.model.n_slots = 4;
+    opt.model.cuda_graphs = graphs;
+    opt.model.pdl = graphs;
+    opt.max_step_tokens = 64;
+    auto r = Qwen35Runner::load(opt);
+    INFO(r.status().to_string());
+    REQUIRE(r.is_ok());
+    return std::move(r).value();
+  };
+  auto graphed = load(true);
+  auto eager = load(false);
+  const int32_t vocab = graphed->info().vocab_size;
+  const size_t words = static_cast<size_t>((vocab + 31) / 32);
+  const auto refs = prompts("tiny-chat");
+  constexpr int kSeqs = 3, kMasked = 2, kSteps = 96, kAllowed = 5;
+  // The ids sequence i may sample at decode step t (the same for both runners).
+  auto allowed = [&](int t, int i) {
+    testing::TestRng rng(9000 + static_cast<uint64_t>(t) * 8 + static_cast<uint64_t>(i));
+    std::vector<int32_t> ids;
+    while (ids.size() < kAllowed) {
+      const auto id = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(vocab));
+      if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+    return ids;
+  };
+  struct Run {
+    std::vector<std::vector<int32_t>> tokens;
+    std::vector<std::vector<uint32_t>> masks;
+    int awaited = 0;
+  };
+  auto fresh = [&](Qwen35Runner& r) {
+    Run run;
+    for (int i = 0; i < kSeqs; ++i) {
+      REQUIRE(r.reset_slot(i).is_ok());
+      run.tokens.push_back(refs[static_cast<size_t>(i) % refs.size()].ids);
+    }
+    run.masks.assign(kMasked, std::vector<uint32_t>(words, 0));
+    return run;
+  };
+  Run a = fresh(*graphed), b = fresh(*eager);
+  std::vector<int32_t> n_prompt;
+  for (int i = 0; i < kSeqs; ++i) n_prompt.push_back(static_cast<int32_t>(a.tokens[static_cast<size_t>(i)].size()));
+  auto step = [&](Qwen35Runner& r, Run& run, int t, StepResult& res) {
+    std::vector<SeqStep> steps(kSeqs);
+    std::vector<RowRequest> outs;
+    std::vector<std::vector<int32_t>> pages;
+    for (int i = 0; i < kSeqs; ++i) pages.push_back(iota_pages(i * 16, 16));
+    for (int i = 0; i < kSeqs; ++i) {
+      const auto& toks = run.tokens[static_cast<size_t>(i)];
+      SeqStep& st = steps[static_cast<size_t>(i)];
+      st.slot = i;
+      st.page_table = pages[static_cast<size_t>(i)];
+      st.n_prompt = n_prompt[static_cast<size_t>(i)];
+      st.n_past = t == 0 ? 0 : static_cast<int32_t>(toks.size()) - 1;
+      st.tokens = std::span<const int32_t>(toks).subspan(static_cast<size_t>(st.n_past));
+      RowRequest o;
+      o.seq = i;
+      o.token_index = static_cast<int32_t>(st.tokens.size()) - 1;
+      o.flags = kOutSample | kOutLogprobs;
+      o.sampling.n_top_logprobs = 3;
+      o.sampling.draw_index = static_cast<uint64_t>(t);
+      if (i == 1) {
+        o.sampling.temperature = 1.0f;
+        o.sampling.seed = 5;
+      }
+      if (i < kMasked) {
+        std::fill(run.masks[static_cast<size_t>(i)].begin(), run.masks[static_cast<size_t>(i)].end(), 0u);
+        o.token_mask = run.masks[static_cast<size_t>(i)];
+      }
+      outs.push_back(o);
+    }
+    StepRequest req{steps, outs, {}};
+    const auto called = std::chrono::steady_clock::now();
+    req.await_masks = [&] {
+      ++run.awaited;
+      std::this_thread::sleep_until(called + std::chrono::milliseconds(3));
+      for (int i = 0; i < kMasked; ++i) {
+        for (int32_t id : allowed(t, i)) run.masks[static_cast<size_t>(i)][static_cast<size_t>(id / 32)] |= 1u << (id % 32);
+      }
+    };
+    const Status s = r.step(req, res);
+    INFO("step " << t << ": " << s.to_string());
+    REQUIRE(s.is_ok());
+    for (int i = 0; i < kSeqs; ++i) run.tokens[static_cast<size_t>(i)].push_back(res.rows[static_cast<size_t>(i)].token);
+  };
+  int mismatches = 0, outside = 0;
+  for (int t = 0; t < kSteps; ++t) {
+    StepResult ra, rb;
+    step(*graphed, a, t, ra);
+    step(*eager, b, t, rb);
+    for (int i = 0; i < kSeqs; ++i) {
+      const RowResult& x = ra.rows[static_cast<size_t>(i)];
+      const RowResult& y = rb.rows[static_cast<size_t>(i)];
+      if (i < kMasked) {
+        const auto ok = allowed(t, i);
+        for (const RowResult* r : {&x, &y}) {
+          if (r->status != kernels::sampling::kRowOk || std::find(ok.begin(), ok.end(), r->token) == ok.end()) {
+            if (outside++ < 5) std::printf("masked step %d seq %d: token %d status %d outside its mask\n", t, i, r->token, r->status);
+          }
+        }
+      }
+      if (!(x.token == y.token && x.status == y.status && x.logprob == y.logprob && x.top == y.top) && mismatches++ < 5) {
+        std::printf("masked graph vs eager step %d seq %d: token %d / %d\n", t, i, x.token, y.token);
+      }
+    }
+  }
+  const int64_t replays = graphed->backend().graph_replays();
+  std::printf("masked steps: %d x %d sequences (%d constrained), %lld replayed from graphs, %d mismatches against "
+              "eager, %d tokens outside their masks\n",
+              kSteps, kSeqs, kMasked, static_cast<long long>(replays), mismatches, outside);
+  CHECK(outside == 0);
+  CHECK(mismatches == 0);
+  CHECK(a.awaited >= kSteps);
+  CHECK(b.awaited >= kSteps);
+  CHECK(replays >= kSteps - 10);  // every decode step but the first sights of each shape and bucket
 }
 
 TEST_CASE("CUDA: the MTP head's draft logits and chain are within tolerance of the PyTorch reference", "[gpu]") {

@@ -82,12 +82,22 @@ TEST_CASE("a step's graph shape: decode-sized steps only, and everything launche
   hidden.outputs[0].flags |= kOutHidden;
   CHECK_FALSE(step_graph_shape(hidden, 256).has_value());
   CHECK_FALSE(step_graph_shape(StepBatch{}, 256).has_value());
-  // A step with token masks (structured output) runs eagerly: its masks are uploaded at sampling time.
+  // A step with token masks (structured output) has a graph of its own per number of masks (the hand-off copies
+  // that many words); which rows they constrain does not change it (the sampling parameters carry that).
   StepBatch masked = b;
   masked.mask_words = 2;
   masked.outputs[1].sampling.mask_row = 0;
   masked.masks.assign(2, 0xffffffffu);
-  CHECK_FALSE(step_graph_shape(masked, 256).has_value());
+  REQUIRE(step_graph_shape(masked, 256).has_value());
+  CHECK(step_graph_shape(masked, 256) != shape);
+  StepBatch other_row = masked;
+  other_row.outputs[1].sampling.mask_row = -1;
+  other_row.outputs[0].sampling.mask_row = 0;
+  CHECK(step_graph_shape(other_row, 256) == step_graph_shape(masked, 256));
+  StepBatch two_masks = masked;
+  two_masks.outputs[0].sampling.mask_row = 1;
+  two_masks.masks.assign(4, 0xffffffffu);
+  CHECK(step_graph_shape(two_masks, 256) != step_graph_shape(masked, 256));
 }
 
 TEST_CASE("the fingerprint tells op sequences apart by pointer, shape, order and value", "[unit]") {

@@ -235,6 +235,8 @@ Status FakeRunner::step(const StepRequest& request, StepResult& result) {
     a.bias_ids = bias_ids.data();
     a.bias_values = bias_values.data();
     a.penalties = penalties;
+    // The engine's mask worker may still be filling the mask (StepRequest::await_masks).
+    if (!o.token_mask.empty() && request.await_masks) request.await_masks();
     p.mask_row = o.token_mask.empty() ? -1 : 0;
     a.masks = o.token_mask.data();
     a.mask_words = static_cast<int32_t>(o.token_mask.size());

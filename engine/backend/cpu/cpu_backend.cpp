@@ -359,6 +359,8 @@ void CpuBackend::lm_head_outputs(const PreparedLinear& head, const Tensor& hidde
       !check_f32(logits_ws, "lm_head_outputs", "logits")) {
     return;
   }
+  // The structured-output masks, computed on the mask worker while the layers ran, are needed from here on.
+  if (!batch_->masks.empty() && batch_->complete_masks) batch_->complete_masks();
   const auto& outputs = batch_->outputs;
   const auto n_out = static_cast<int64_t>(outputs.size());
   const int64_t vocab = head.n();

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -26,6 +27,7 @@
 #include "elementwise/elementwise.h"
 #include "gdn/gdn.h"
 #include "norm/norm.h"
+#include "sampling/mask_handoff.h"
 #include "sampling/sampling.h"
 
 namespace voltserve {
@@ -79,23 +81,33 @@ namespace {
 
 spdlog::logger& cuda_log() { return named_logger("cuda"); }
 
+// How long the device waits for a step's token masks before it gives up (a host that never publishes them is a
+// bug; the step then fails instead of hanging the device). A mask takes microseconds to a few milliseconds.
+constexpr int64_t kMaskTimeoutNs = 20'000'000'000;
+
 template <class T>
 T* dptr(void* p) {
   return static_cast<T*>(p);
 }
 
-// A pinned host buffer that grows (pinned so that the step's copies are asynchronous).
+// A pinned host buffer that grows (pinned so that the step's copies are asynchronous). A mapped one is also
+// addressable by kernels (device()), which read it over the bus.
 class PinnedBuffer {
  public:
+  explicit PinnedBuffer(bool mapped = false) : mapped_(mapped) {}
   ~PinnedBuffer() {
     if (p_ != nullptr) cudaFreeHost(p_);
   }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   Status reserve(size_t bytes) {
     if (bytes <= size_) return Status::ok();
     if (p_ != nullptr) cudaFreeHost(p_);
     p_ = nullptr;
+    device_ = nullptr;
     size_ = 0;
-    VS_CUDA_RETURN(cudaHostAlloc(&p_, bytes, cudaHostAllocDefault));
+    VS_CUDA_RETURN(cudaHostAlloc(&p_, bytes, mapped_ ? cudaHostAllocMapped : cudaHostAllocDefault));
+    if (mapped_) VS_CUDA_RETURN(cudaHostGetDevicePointer(&device_, p_, 0));
     size_ = bytes;
     return Status::ok();
   }
@@ -103,9 +115,15 @@ class PinnedBuffer {
   T* as() const {
     return static_cast<T*>(p_);
   }
+  template <class T>
+  T* device() const {
+    return static_cast<T*>(device_);
+  }
 
  private:
+  bool mapped_;
   void* p_ = nullptr;
+  void* device_ = nullptr;
   size_t size_ = 0;
 };
 
@@ -300,6 +318,9 @@ class CudaBackend final : public Backend {
   // end_step of a probe or a captured run; the step's outputs are then copied back as for an eager one.
   Status finish_probe();
   Status finish_capture();
+  // Once the step's work is launched: completes the batch's token masks on the host (waiting for the mask worker),
+  // writes them where the device waits for them (await_host_masks in lm_head_outputs) and publishes the ticket.
+  void publish_masks();
   // Scratch shared by the kernels of a step (they run one after another on the stream).
   Status ensure_scratch(size_t bytes);
   void linear_rows(const CudaLinear& w, const void* x, int64_t m, float* y, int64_t y_stride);
@@ -332,6 +353,13 @@ class CudaBackend final : public Backend {
   int32_t* d_bias_ids_ = nullptr;
   float* d_bias_values_ = nullptr;
   uint32_t* d_masks_ = nullptr;  // [max_tokens, mask_words(limits)]: the step's token masks
+  // The masks' hand-off (kernels/sampling/mask_handoff.h): the host writes them into h_masks_ and publishes the
+  // step's ticket in h_mask_sync_[0] after the step is launched; h_mask_sync_[1] is where the device reports one
+  // it gave up waiting for. d_mask_ticket_ holds the step's ticket, uploaded with the step's metadata.
+  PinnedBuffer h_masks_{/*mapped=*/true};
+  PinnedBuffer h_mask_sync_{/*mapped=*/true};
+  uint32_t* d_mask_ticket_ = nullptr;
+  uint32_t mask_ticket_ = 0;
   int32_t* d_token_out_ = nullptr;
   float* d_logprob_out_ = nullptr;
   int32_t* d_top_ids_ = nullptr;
@@ -507,6 +535,10 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(d_bias_ids_, static_cast<size_t>(limits.max_bias), "step logit_bias ids"));
   VS_RETURN_IF_ERROR(take(d_bias_values_, static_cast<size_t>(limits.max_bias), "step logit_bias values"));
   VS_RETURN_IF_ERROR(take(d_masks_, static_cast<size_t>(T) * static_cast<size_t>(mask_words(limits)), "token masks"));
+  VS_RETURN_IF_ERROR(take(d_mask_ticket_, 1, "token mask ticket"));
+  VS_RETURN_IF_ERROR(h_masks_.reserve(static_cast<size_t>(T) * static_cast<size_t>(mask_words(limits)) * 4));
+  VS_RETURN_IF_ERROR(h_mask_sync_.reserve(2 * sizeof(uint32_t)));
+  h_mask_sync_.as<uint32_t>()[0] = h_mask_sync_.as<uint32_t>()[1] = 0;
   VS_RETURN_IF_ERROR(take(d_token_out_, static_cast<size_t>(T), "sampled tokens"));
   VS_RETURN_IF_ERROR(take(d_logprob_out_, static_cast<size_t>(T), "logprobs"));
   VS_RETURN_IF_ERROR(take(d_top_ids_, static_cast<size_t>(T) * kernels::sampling::kMaxTopLogprobs, "top ids"));
@@ -619,6 +651,11 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   VS_RETURN_IF_ERROR(up(d_row_params_, row_params_.data(), row_params_.size() * sizeof(kernels::sampling::RowParams)));
   VS_RETURN_IF_ERROR(up(d_bias_ids_, batch.bias_ids.data(), batch.bias_ids.size() * sizeof(int32_t)));
   VS_RETURN_IF_ERROR(up(d_bias_values_, batch.bias_values.data(), batch.bias_values.size() * sizeof(float)));
+  // The token masks come later (end_step publishes them once the step is launched); their ticket goes up now.
+  if (!batch.masks.empty()) {
+    if (++mask_ticket_ == 0) ++mask_ticket_;  // 0 is what the hand-off words start as
+    VS_RETURN_IF_ERROR(up(d_mask_ticket_, &mask_ticket_, sizeof mask_ticket_));
+  }
   // The uploads stay outside the graph (a replay finds the new step's metadata in the same buffers); everything
   // from the penalty update on is captured.
   if (mode_ == StepMode::kCapture) {
@@ -683,6 +720,13 @@ Status CudaBackend::finish_capture() {
   return unavailable("cuda backend: the step runs again (graph capture failed)");
 }
 
+void CudaBackend::publish_masks() {
+  if (batch_ == nullptr || batch_->masks.empty()) return;
+  if (batch_->complete_masks) batch_->complete_masks();
+  std::memcpy(h_masks_.as<uint32_t>(), batch_->masks.data(), batch_->masks.size() * sizeof(uint32_t));
+  std::atomic_ref<uint32_t>(h_mask_sync_.as<uint32_t>()[0]).store(mask_ticket_, std::memory_order_release);
+}
+
 Status CudaBackend::end_step(StepResult& result) {
   result.clear();
   if (mode_ == StepMode::kProbe || mode_ == StepMode::kCapture) {
@@ -694,6 +738,7 @@ Status CudaBackend::end_step(StepResult& result) {
       return s;
     }
   }
+  publish_masks();
   const auto n_out = static_cast<int32_t>(batch_ != nullptr ? batch_->outputs.size() : 0);
   constexpr int32_t kTop = kernels::sampling::kMaxTopLogprobs;
   int32_t* h_token = h_results_.as<int32_t>();
@@ -719,6 +764,11 @@ Status CudaBackend::end_step(StepResult& result) {
   step_status_ = Status::ok();
   if (s.is_ok() && sync != cudaSuccess) s = cuda::cuda_status(sync, "cudaStreamSynchronize (end of step)", __FILE__, __LINE__);
   if (s.is_ok() && last != cudaSuccess) s = cuda::cuda_status(last, "a kernel of the step", __FILE__, __LINE__);
+  if (s.is_ok() && batch_ != nullptr && !batch_->masks.empty() &&
+      std::atomic_ref<uint32_t>(h_mask_sync_.as<uint32_t>()[1]).load(std::memory_order_acquire) == mask_ticket_) {
+    s = internal_error("cuda backend: the step's token masks were not published within " +
+                       std::to_string(kMaskTimeoutNs / 1'000'000'000) + " s (the device sampled nothing in their place)");
+  }
   if (!s.is_ok() || batch_ == nullptr) {
     batch_ = nullptr;
     return s;
@@ -1034,20 +1084,30 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     }
   }
   // The host buffers the outputs are copied into are part of what a captured graph points at.
-  if (!enter("lm_head_outputs", &head_w, hidden, logits_ws, h_logits_.as<void>(), h_hidden_.as<void>())) return;
+  if (!enter("lm_head_outputs", &head_w, hidden, logits_ws, h_logits_.as<void>(), h_hidden_.as<void>(),
+             static_cast<uint64_t>(batch_->masks.size()))) {
+    return;
+  }
   const auto timed = timer_.scope(options_.op_timing, "lm_head_outputs", stream_);
   const size_t sample_ws = kernels::sampling::workspace_bytes(static_cast<int32_t>(chunk), limits_.n_vocab_real);
   if (sample_ws > scratch_bytes_) {
     if (Status s = ensure_scratch(sample_ws); !s.is_ok()) return fail(std::move(s));
   }
-  // The token masks are uploaded here, not in begin_step: the host computes them while the forward runs (the batch
-  // holds them until end_step synchronises). A step with masks is never captured (step_graph_shape): this copy
-  // reads host memory whose contents change every step.
-  if (!batch_->masks.empty()) {
-    const cudaError_t e = cudaMemcpyAsync(d_masks_, batch_->masks.data(), batch_->masks.size() * sizeof(uint32_t),
-                                          cudaMemcpyHostToDevice, stream_);
-    if (e != cudaSuccess) return fail(cuda::cuda_status(e, "cudaMemcpyAsync (token masks)", __FILE__, __LINE__));
-  }
+  // The token masks are still being computed on the host (core/mask_worker.h) when this is launched: the device
+  // waits for them just before the first sampling, so that the lm_head's first chunk runs meanwhile.
+  bool masks_here = batch_->masks.empty();
+  auto await_masks = [&] {
+    if (std::exchange(masks_here, true)) return true;
+    kernels::sampling::MaskHandoff h;
+    h.host_masks = h_masks_.device<const uint32_t>();
+    h.ready = h_mask_sync_.device<const uint32_t>();
+    h.timed_out = h_mask_sync_.device<uint32_t>() + 1;
+    h.ticket = d_mask_ticket_;
+    h.masks = d_masks_;
+    h.n_words = static_cast<int64_t>(batch_->masks.size());
+    h.timeout_ns = kMaskTimeoutNs;
+    return check(kernels::sampling::await_host_masks(h, stream_), "await_host_masks");
+  };
   int64_t logit_row = 0, hidden_row = 0;
   const size_t elem = dtype_bytes(hidden.dtype);
   for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
@@ -1058,6 +1118,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     bool any_sample = false;
     for (int64_t i = 0; i < nr; ++i) any_sample |= (outputs[static_cast<size_t>(r0 + i)].flags & kOutSample) != 0;
     if (any_sample) {
+      if (!await_masks()) return;
       kernels::sampling::DeviceArgs a;
       a.logits = logits_ws.f32();
       a.logits_stride = logits_ws.stride;
