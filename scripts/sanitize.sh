@@ -55,7 +55,7 @@ stamp "$kind: built in $((SECONDS - t)) s"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/sanitizers/tsan.supp"
 export VOLTSERVE_SOURCE_DIR=$PWD VOLTSERVE_BINARY_DIR=$PWD/$dir
 logs="$dir/sanitize-logs"
 rm -rf "$logs" && mkdir -p "$logs"
