@@ -15,6 +15,7 @@
 #include <variant>
 #include <xgrammar/xgrammar.h>
 
+#include "grammar/bounded_strings.h"
 #include "grammar/choice_grammar.h"
 #include "grammar/schema_number_ranges.h"
 #include "voltserve/grammar.h"
@@ -211,13 +212,17 @@ class XgCompiler final : public GrammarCompiler {
     throw std::invalid_argument("unknown constraint kind");
   }
   // A schema whose ranged numbers XGrammar would not enforce is converted with placeholders in their place, and its
-  // EBNF compiled with our range rules substituted (schema_number_ranges.h).
+  // EBNF compiled with our range rules substituted (schema_number_ranges.h); strings with a length bound are
+  // rewritten in that EBNF too (bounded_strings.h).
   static xgrammar::Grammar json_schema(const ConstraintSpec& s) {
     const SchemaNumberRanges ranges = extract_number_ranges(s.text);
     xgrammar::Grammar g = xgrammar::Grammar::FromJSONSchema(ranges.schema, s.any_whitespace, std::nullopt,
                                                             compact_separators(s), s.strict);
-    if (ranges.ranges.empty()) return g;
-    return xgrammar::Grammar::FromEBNF(substitute_number_ranges(g.ToString(), ranges), "root");
+    UnrolledStrings strings = unroll_bounded_strings(g.ToString());
+    if (ranges.ranges.empty() && strings.n_rewritten == 0) return g;
+    const std::string ebnf = ranges.ranges.empty() ? std::move(strings.ebnf)
+                                                   : substitute_number_ranges(strings.ebnf, ranges);
+    return xgrammar::Grammar::FromEBNF(ebnf, "root");
   }
   static bool holds_json(const ConstraintSpec& s) {
     if (s.kind == ConstraintSpec::Kind::kJsonSchema || s.kind == ConstraintSpec::Kind::kJsonObject) return true;

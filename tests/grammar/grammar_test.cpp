@@ -374,3 +374,68 @@ TEST_CASE("choice grammar literals are escaped", "[unit]") {
 
 }  // namespace
 }  // namespace voltserve
+
+namespace voltserve {
+namespace {
+
+// Whether `matcher` takes the tokens of `text` one by one and then a stop token (the constraint complete).
+bool accepts_whole(const std::shared_ptr<const CompiledConstraint>& c, const std::string& text) {
+  Fixture& f = fixture();
+  std::unique_ptr<ConstraintMatcher> m = make_matcher(c);
+  Result<std::vector<int32_t>> ids = f.tok.encode(text, /*parse_special=*/false);
+  REQUIRE(ids.is_ok());
+  for (int32_t id : *ids) {
+    if (!m->accept(id)) return false;
+  }
+  return m->accept(f.stops.front()) && m->terminated();
+}
+
+}  // namespace
+
+TEST_CASE("strings with minLength / maxLength: lengths in characters, escapes counted as one, JSON only", "[unit]") {
+  // The bounds are rewritten into rules of our own (grammar/bounded_strings.h): what they admit, exactly.
+  const std::string schema =
+      R"({"type":"object","properties":{"s":{"type":"string","minLength":2,"maxLength":5},)"
+      R"("t":{"type":"string","minLength":3}},"required":["s","t"],"additionalProperties":false})";
+  Result<std::shared_ptr<const CompiledConstraint>> c = fixture().compiler->compile(schema_spec(schema));
+  REQUIRE(c.is_ok());
+  auto doc = [](const std::string& s, const std::string& t) { return R"({"s": ")" + s + R"(", "t": ")" + t + R"("})"; };
+  CHECK(accepts_whole(*c, doc("ab", "xyz")));
+  CHECK(accepts_whole(*c, doc("abcde", "a long string, no upper bound")));
+  CHECK(accepts_whole(*c, doc("\\n\\\"", "xyz")));        // two escapes: two characters
+  CHECK(accepts_whole(*c, doc("\\u00e9\\t\\\\e", "xyz")));  // four characters in 14 bytes
+  CHECK(accepts_whole(*c, doc("h\xc3\xa9llo", "xyz")));    // five code points in six bytes
+  CHECK_FALSE(accepts_whole(*c, doc("a", "xyz")));          // shorter than minLength
+  CHECK_FALSE(accepts_whole(*c, doc("abcdef", "xyz")));     // longer than maxLength
+  CHECK_FALSE(accepts_whole(*c, doc("\\n\\n\\n\\n\\n\\n", "xyz")));
+  CHECK_FALSE(accepts_whole(*c, doc("ab", "xy")));          // t below its minLength
+  CHECK_FALSE(accepts_whole(*c, doc("a\tb", "xyz")));       // a raw control character is not JSON
+  CHECK_FALSE(accepts_whole(*c, doc("a\\qb", "xyz")));      // nor an unknown escape
+  // Random sampling under the mask: every finished output parses, with both lengths in bounds.
+  int n_done = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    std::unique_ptr<ConstraintMatcher> m = make_matcher(*c);
+    auto [text, done] = generate(*m, /*masked=*/true, seed, 300);
+    if (!done) continue;
+    ++n_done;
+    INFO(text);
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);  // rejects raw control characters
+    REQUIRE(j.is_object());
+    const size_t s = code_points(j["s"].get<std::string>());
+    CHECK(s >= 2);
+    CHECK(s <= 5);
+    CHECK(code_points(j["t"].get<std::string>()) >= 3);
+  }
+  CHECK(n_done >= 4);
+}
+
+TEST_CASE("a string bound past the unrolled lengths is still enforced (XGrammar's own repetition)", "[unit]") {
+  const std::string schema = R"({"type":"object","properties":{"s":{"type":"string","maxLength":100}},)"
+                             R"("required":["s"],"additionalProperties":false})";
+  Result<std::shared_ptr<const CompiledConstraint>> c = fixture().compiler->compile(schema_spec(schema));
+  REQUIRE(c.is_ok());
+  CHECK(accepts_whole(*c, R"({"s": ")" + std::string(100, 'a') + R"("})"));
+  CHECK_FALSE(accepts_whole(*c, R"({"s": ")" + std::string(101, 'a') + R"("})"));
+}
+
+}  // namespace voltserve
