@@ -1,6 +1,7 @@
-"""Structured-output cost: decode tokens/s of a real `voltserve serve` with and without a JSON schema at 1 and 16
-concurrent requests, and the mask time per token from /metrics (the mask worker's time, and the part of it the forward
-did not hide). Every request generates exactly max_tokens (ignore_eos; the schema is long enough never to complete), so
+"""Structured-output cost: decode tokens/s of a real `voltserve serve` with and without a JSON schema (--schema:
+bounded strings, free strings, enums) at 1 and 16 concurrent requests (--batches), the mask time per token from
+/metrics (the mask threads' time, and how long the engine waited for them once the step was launched), and the engine
+steps, time to first token and inter-token latency of both arms. Every request generates exactly max_tokens (ignore_eos; the schema is long enough never to complete), so
 both runs decode the same number of tokens. By default the CPU fixture model (tests/e2e/harness.py); on a GPU, a
 27B-shaped synthetic checkpoint with a real tokenizer:
   python3 bench/structured/bench_structured.py [--tokens 128] [--rounds 2]   (needs build/voltserve)
@@ -50,7 +51,10 @@ def run(srv, concurrency, tokens, schema, rounds):
     m1 = srv.metrics()
     d = lambda k: m1.get(k, 0.0) - m0.get(k, 0.0)  # noqa: E731
     masks = d("voltserve_structured_output_masks_total")
-    return {"tokens": n, "seconds": dt, "tok_s": n / dt, "masks": masks,
+    mean = lambda k: d(k + "_sum") / d(k + "_count") if d(k + "_count") else 0.0  # noqa: E731
+    return {"tokens": n, "seconds": dt, "tok_s": n / dt, "masks": masks, "steps": d("voltserve_engine_steps_total"),
+            "ttft_ms": 1e3 * mean("voltserve_time_to_first_token_seconds"),
+            "itl_ms": 1e3 * mean("voltserve_inter_token_latency_seconds"),
             "mask_us": 1e6 * d("voltserve_structured_output_mask_seconds_total") / masks if masks else 0.0,
             "wait_us": 1e6 * d("voltserve_structured_output_mask_wait_seconds_total") / masks if masks else 0.0}
 
@@ -82,8 +86,11 @@ def main():
                 loss = 100.0 * (1.0 - cons["tok_s"] / free["tok_s"])
                 print(f"batch {concurrency:2d}: unconstrained {free['tok_s']:7.1f} tok/s, json_schema ({name}) "
                       f"{cons['tok_s']:7.1f} tok/s ({loss:+.1f}% loss); mask {cons['mask_us']:.0f} us/token on the "
-                      f"worker, {cons['wait_us']:.0f} us/token not hidden by the forward ({cons['tokens']} tokens)",
+                      f"worker, {cons['wait_us']:.0f} us/token waited for after the launch ({cons['tokens']} tokens)",
                       flush=True)
+                print(f"batch {concurrency:2d} ({name}): engine steps {free['steps']:.0f} / {cons['steps']:.0f}, time to first token "
+                      f"{free['ttft_ms']:.1f} / {cons['ttft_ms']:.1f} ms, inter-token latency {free['itl_ms']:.2f} / "
+                      f"{cons['itl_ms']:.2f} ms (unconstrained / constrained)", flush=True)
 
 
 if __name__ == "__main__":

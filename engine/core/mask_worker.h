@@ -5,7 +5,7 @@
 // shorter than the forward. The rows of a step are filled in parallel, one row at a time per thread (a grammar
 // engine's fill is single-threaded, and at batch 16 one thread filling every row in turn can take longer than the
 // step). Touches only the matchers and mask buffers it was given, between start() and wait(). Tested by
-// tests/engine/mask_worker_test.cpp and, through the engine, by tests/e2e/test_structured_output.py.
+// tests/scheduler/mask_worker_test.cpp and, through the engine, by tests/e2e/test_structured_output.py.
 #pragma once
 
 #include <chrono>

@@ -132,10 +132,12 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
     gauge("voltserve_engine_healthy", "1 when the engine can serve.", stats->healthy ? 1 : 0);
     gauge("voltserve_structured_output_masks_total", "Structured-output token masks computed.",
           static_cast<double>(stats->n_token_masks));
-    gauge("voltserve_structured_output_mask_seconds_total", "Time the mask worker spent computing them.",
+    gauge("voltserve_structured_output_mask_seconds_total",
+          "Time the mask threads took to compute each step's masks (wall, summed over steps).",
           static_cast<double>(stats->mask_us_total) * 1e-6);
     gauge("voltserve_structured_output_mask_wait_seconds_total",
-          "Time the step waited for masks after its forward (the part the forward did not hide).",
+          "Time the engine waited for masks once it needed them (CPU backend: after the layers; CUDA backend: "
+          "after launching the step, while the device still runs the forward).",
           static_cast<double>(stats->mask_wait_us_total) * 1e-6);
     // Prefix caching (vLLM's prefix_cache_queries / prefix_cache_hits count tokens; these count both): always
     // present, 0 while the cache is off, so dashboards need not special-case it.

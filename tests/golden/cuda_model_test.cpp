@@ -150,6 +150,23 @@ float top2_margin(std::span<const float> v) {
   return c[0] - c[1];
 }
 
+// tiny-chat on the CUDA backend for decode-step comparisons: with CUDA graphs and programmatic dependent launch, or
+// with plain eager launches.
+std::unique_ptr<Qwen35Runner> decode_runner(bool graphs, int32_t max_context) {
+  RunnerOptions opt;
+  opt.model.model_dir = fixture_dir("tiny-chat").string();
+  opt.model.backend = "cuda";
+  opt.model.max_context = max_context;
+  opt.model.n_slots = 4;
+  opt.model.cuda_graphs = graphs;
+  opt.model.pdl = graphs;
+  opt.max_step_tokens = 64;
+  auto r = Qwen35Runner::load(opt);
+  INFO(r.status().to_string());
+  REQUIRE(r.is_ok());
+  return std::move(r).value();
+}
+
 const std::vector<std::string> kFixtures = {"tiny-tied", "tiny-untied-sharded", "tiny-mm", "tiny-chat",
                                             "tiny-modelopt-nvfp4-mixed", "tiny-ct-nvfp4"};
 
@@ -467,22 +484,8 @@ TEST_CASE("CUDA: decode steps replayed as graphs (with programmatic dependent la
   // (a new shape), and every 16th step also asks for sequence 0's logits. Each runner feeds back its own tokens.
   // The graphed runner also launches with programmatic dependent launch (sm_90+), the eager one without: a kernel
   // that read its input before the previous kernel finished would show here as a mismatch.
-  auto load = [&](bool graphs) {
-    RunnerOptions opt;
-    opt.model.model_dir = fixture_dir("tiny-chat").string();
-    opt.model.backend = "cuda";
-    opt.model.max_context = 640;
-    opt.model.n_slots = 4;
-    opt.model.cuda_graphs = graphs;
-    opt.model.pdl = graphs;
-    opt.max_step_tokens = 64;
-    auto r = Qwen35Runner::load(opt);
-    INFO(r.status().to_string());
-    REQUIRE(r.is_ok());
-    return std::move(r).value();
-  };
-  auto graphed = load(true);
-  auto eager = load(false);
+  auto graphed = decode_runner(/*graphs=*/true, 640);
+  auto eager = decode_runner(/*graphs=*/false, 640);
   const auto refs = prompts("tiny-chat");
   constexpr int kSeqs = 3, kSteps = 320;
   struct Seq {
@@ -580,22 +583,8 @@ TEST_CASE("CUDA: masked decode steps (structured output) replay as graphs, their
   // eager launches. Each step's masks hold zeros (nothing samplable) until the step's await_masks fills them,
   // 3 ms after the runner was called: the whole step is launched by then, so a device that read a mask before
   // the host published it would sample nothing, and one that waited in the wrong place would break the tokens.
-  auto load = [&](bool graphs) {
-    RunnerOptions opt;
-    opt.model.model_dir = fixture_dir("tiny-chat").string();
-    opt.model.backend = "cuda";
-    opt.model.max_context = 256;
-    opt.model.n_slots = 4;
-    opt.model.cuda_graphs = graphs;
-    opt.model.pdl = graphs;
-    opt.max_step_tokens = 64;
-    auto r = Qwen35Runner::load(opt);
-    INFO(r.status().to_string());
-    REQUIRE(r.is_ok());
-    return std::move(r).value();
-  };
-  auto graphed = load(true);
-  auto eager = load(false);
+  auto graphed = decode_runner(/*graphs=*/true, 256);
+  auto eager = decode_runner(/*graphs=*/false, 256);
   const int32_t vocab = graphed->info().vocab_size;
   const size_t words = static_cast<size_t>((vocab + 31) / 32);
   const auto refs = prompts("tiny-chat");

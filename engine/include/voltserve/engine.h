@@ -48,8 +48,11 @@ struct EngineStats {
   uint64_t n_steps = 0;
   uint64_t n_preemptions = 0;      // sequences that gave back their cache and recomputed later
   uint64_t n_token_masks = 0;      // structured-output masks computed (one per constrained sampled token)
-  uint64_t mask_us_total = 0;      // time the mask worker spent computing them, microseconds
-  uint64_t mask_wait_us_total = 0;  // time steps waited for masks after their forward, microseconds
+  uint64_t mask_us_total = 0;      // wall time the mask threads took per step, summed, microseconds
+  // Time the engine waited for masks once it needed them, microseconds: on the CPU backend after the layers (all of
+  // it delays the step), on the CUDA backend after launching the step (the device runs the forward meanwhile; only
+  // the part past the forward delays the step).
+  uint64_t mask_wait_us_total = 0;
   // Speculative decoding: the engine's limit (0: off), drafts proposed and accepted, and per draft position j
   // (0-based) the drafts proposed and accepted there.
   int32_t max_speculative_k = 0;
