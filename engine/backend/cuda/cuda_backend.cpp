@@ -82,7 +82,7 @@ namespace {
 spdlog::logger& cuda_log() { return named_logger("cuda"); }
 
 // How long the device waits for a step's token masks before it gives up (a host that never publishes them is a
-// bug; the step then fails instead of hanging the device). A mask takes microseconds to a few milliseconds.
+// bug; the step then fails instead of hanging the device). A mask takes microseconds to milliseconds.
 constexpr int64_t kMaskTimeoutNs = 20'000'000'000;
 
 template <class T>
@@ -353,10 +353,10 @@ class CudaBackend final : public Backend {
   int32_t* d_bias_ids_ = nullptr;
   float* d_bias_values_ = nullptr;
   uint32_t* d_masks_ = nullptr;  // [max_tokens, mask_words(limits)]: the step's token masks
-  // The masks' hand-off (kernels/sampling/mask_handoff.h): the host writes them into h_masks_ and publishes the
-  // step's ticket in h_mask_sync_[0] after the step is launched; h_mask_sync_[1] is where the device reports one
+  // The masks' hand-off (kernels/sampling/mask_handoff.h): the host writes them into h_masks_ (pinned) and
+  // publishes the step's ticket in h_mask_sync_[0] (mapped) after the step is launched; h_mask_sync_[1] is where the device reports one
   // it gave up waiting for. d_mask_ticket_ holds the step's ticket, uploaded with the step's metadata.
-  PinnedBuffer h_masks_{/*mapped=*/true};
+  PinnedBuffer h_masks_;
   PinnedBuffer h_mask_sync_{/*mapped=*/true};
   uint32_t* d_mask_ticket_ = nullptr;
   uint32_t mask_ticket_ = 0;
@@ -767,7 +767,7 @@ Status CudaBackend::end_step(StepResult& result) {
   if (s.is_ok() && batch_ != nullptr && !batch_->masks.empty() &&
       std::atomic_ref<uint32_t>(h_mask_sync_.as<uint32_t>()[1]).load(std::memory_order_acquire) == mask_ticket_) {
     s = internal_error("cuda backend: the step's token masks were not published within " +
-                       std::to_string(kMaskTimeoutNs / 1'000'000'000) + " s (the device sampled nothing in their place)");
+                       std::to_string(kMaskTimeoutNs / 1'000'000'000) + " s (the device sampled with stale ones)");
   }
   if (!s.is_ok() || batch_ == nullptr) {
     batch_ = nullptr;
@@ -1099,7 +1099,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
   auto await_masks = [&] {
     if (std::exchange(masks_here, true)) return true;
     kernels::sampling::MaskHandoff h;
-    h.host_masks = h_masks_.device<const uint32_t>();
+    h.host_masks = h_masks_.as<const uint32_t>();
     h.ready = h_mask_sync_.device<const uint32_t>();
     h.timed_out = h_mask_sync_.device<uint32_t>() + 1;
     h.ticket = d_mask_ticket_;
