@@ -51,7 +51,8 @@ echo "tests $((SECONDS - t))" >>"$VOLTSERVE_TIMES_FILE"
 
 # The sanitizer runs (scripts/sanitize.sh; each builds its own folder with only the targets its suites need):
 # ASan+UBSan over the engine, server, tokenizer, golden and route suites, TSan over the threading ones. Any report
-# fails the run. On by default (CI): about 25 min of CI's 90 on its 2 cores (bench/RESULTS.md, "CI time");
+# fails the run. On by default (CI): about 17 min on its 2 cores, 31 min for the whole run of CI's 90
+# (bench/RESULTS.md, "CI with the sanitizers on by default");
 # VOLTSERVE_SANITIZERS=0 skips them for a quick local run.
 sanitizers=""
 want_sanitizers=${VOLTSERVE_SANITIZERS:-1}
