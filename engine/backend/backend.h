@@ -239,8 +239,6 @@ class Backend {
   virtual bool rerun_step() const { return false; }
   // Steps replayed from captured graphs so far (0 for a backend without graphs).
   virtual int64_t graph_replays() const { return 0; }
-  // Launches every later step eagerly and drops the captured graphs; true when graphs were on.
-  virtual bool disable_graphs() { return false; }
 
   // out[i] = table row tokens[i] for the step's T tokens (the embedding as a [vocab, hidden] linear weight, shared
   // with a tied lm_head). out: [T, hidden] fp32.

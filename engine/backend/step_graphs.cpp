@@ -14,13 +14,11 @@ int32_t context_bucket(int32_t max_context) {
 std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int32_t bucket) {
   if (batch.n_tokens() == 0 || batch.n_tokens() > kMaxGraphTokens) return std::nullopt;
   int32_t max_seq_tokens = 0;
-  for (const kernels::SeqDesc& s : batch.seqs) {
-    // Speculative work runs eagerly: verify items (checkpoints, drafts), the MTP head's passes (no state slot).
-    if (s.slot < 0 || s.ckpt >= 0 || s.n_draft > 0) return std::nullopt;
-    max_seq_tokens = std::max(max_seq_tokens, s.n_tokens);
-  }
+  // Verify items and MTP passes are graph-sized like any step: what they differ in (checkpoint sets, draft
+  // counts, slot -1) the kernels read from the step's device metadata.
+  for (const kernels::SeqDesc& s : batch.seqs) max_seq_tokens = std::max(max_seq_tokens, s.n_tokens);
   for (const OutputRow& o : batch.outputs) {
-    if (o.flags & (kOutAccept | kOutHidden)) return std::nullopt;
+    if (o.flags & kOutHidden) return std::nullopt;  // a test-only download of hidden rows
   }
   // Token masks are part of the shape by their number: the graph's hand-off copies that many words (which rows
   // they belong to is in the sampling parameters, uploaded every step).

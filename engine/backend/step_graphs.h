@@ -51,10 +51,9 @@ class StepFingerprint {
   uint64_t h_ = kSeed;
 };
 
-// The shape of a step as a graph sees it, or nullopt when the step runs eagerly: more than kMaxGraphTokens rows;
-// speculative work
-// (a verify item, an MTP head pass, rows asking for acceptance or hidden states) — replaying those crashed on the
-// H200 (bench/RESULTS.md) and they are eager until that is understood.
+// The shape of a step as a graph sees it, or nullopt when the step runs eagerly: more than kMaxGraphTokens rows,
+// or rows asking for hidden states (tests only). Verify items and the MTP head's passes are graph-sized; a backend
+// appends what it decides per row itself (the CUDA backend: which rows' logits come down for acceptance).
 // `bucket` is context_bucket() of the step's longest context.
 std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int32_t bucket);
 

@@ -159,12 +159,6 @@ Status Qwen35Runner::load_drafter(const RunnerOptions& options) {
   geometry_.max_verify_tokens = std::max(geometry_.max_verify_tokens, options.max_draft_tokens + 1);
   named_logger("engine").info("speculative decoding: MTP head loaded, up to {} drafts per round",
                               options.max_draft_tokens);
-  // Graph replay beside speculative rounds crashed on the H200 (bench/RESULTS.md); eagerly, speculation passed
-  // every GPU test. Until that is understood, a speculating runner launches eagerly.
-  if (backend_->disable_graphs()) {
-    named_logger("engine").info("cuda graphs off: this runner speculates (--max-speculative-k 0 "
-                                "serves with graphs)");
-  }
   return Status::ok();
 }
 

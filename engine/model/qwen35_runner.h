@@ -48,6 +48,7 @@ class Qwen35Runner final : public ModelRunner {
   Status save_state(int32_t slot, int32_t snapshot) override;
   Status load_state(int32_t snapshot, int32_t slot) override;
   Status copy_page(int32_t src_page, int32_t dst_page) override;
+  int64_t graph_replays() const override { return backend_->graph_replays(); }
 
   const ModelConfig& config() const { return model_->config(); }
   const Backend& backend() const { return *backend_; }

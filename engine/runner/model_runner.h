@@ -104,6 +104,8 @@ class ModelRunner {
   virtual Status copy_page(int32_t /*src_page*/, int32_t /*dst_page*/) {
     return unimplemented("this model runner keeps no prefix-cache snapshots");
   }
+  // Steps (forward passes and MTP passes) the device replayed from captured CUDA graphs so far (0 without graphs).
+  virtual int64_t graph_replays() const { return 0; }
 };
 
 }  // namespace voltserve

@@ -49,4 +49,25 @@ struct AcceptArgs {
 // or bonus) unless a row's status says otherwise.
 int32_t accept_drafts_ref(const AcceptArgs& a);
 
+// Whether a verify item's rows can be decided from independent samples: every row greedy and without penalties.
+// Then row j's processed logits do not depend on the drafts before it (bias is per request, the penalty counts are
+// not read), so the rule above for the item is: take every row's argmax in parallel (the device sampler, as it
+// samples any greedy row), then walk them with accept_greedy_samples. No logits leave the device.
+inline bool rows_decide_independently(const RowParams* rows, int32_t n) {
+  for (int32_t j = 0; j < n; ++j) {
+    const RowParams& r = rows[j];
+    if (r.temperature > 0.0f || r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f ||
+        r.repetition_penalty != 1.0f) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The walk over the k + 1 rows' greedy samples (token[j], status[j] as the sampler gave them): row j's token stands
+// while it equals d_{j+1}; the first row that differs is the correction, k accepted rows end with the bonus, and a
+// failed row (NaN, nothing samplable) ends the item there. Rows past the end become kRowNotReached with token -1.
+// Returns the accepted count, as accept_drafts_ref does for such rows.
+int32_t accept_greedy_samples(int32_t n_drafts, const int32_t* drafts, int32_t* token, int32_t* status);
+
 }  // namespace voltserve::kernels::sampling

@@ -130,6 +130,9 @@ std::string ServerMetrics::render(const EngineStats* stats, const std::string& m
                        "# TYPE voltserve_num_preemptions_total counter\nvoltserve_num_preemptions_total{{{}}} {}\n",
                        label, stats->n_preemptions);
     gauge("voltserve_engine_healthy", "1 when the engine can serve.", stats->healthy ? 1 : 0);
+    gauge("voltserve_cuda_graph_replays_total",
+          "Engine steps and MTP passes the GPU replayed from captured CUDA graphs (0 on the CPU backend).",
+          static_cast<double>(stats->n_graph_replays_total));
     gauge("voltserve_structured_output_masks_total", "Structured-output token masks computed.",
           static_cast<double>(stats->n_token_masks));
     gauge("voltserve_structured_output_mask_seconds_total",

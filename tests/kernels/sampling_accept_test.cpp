@@ -95,6 +95,90 @@ TEST_CASE("accept greedy: the argmax run, the correction, the bonus", "[unit]") 
   }
 }
 
+TEST_CASE("accept greedy from independent samples: the walk over per-row argmaxes equals the rule", "[unit]") {
+  // The CUDA backend decides greedy, unpenalized verify items from the device sampler's per-row results; this is
+  // that decision against the rule itself, with logit_bias, logprobs, ties, NaN rows and every run length.
+  testing::TestRng rng(4242);
+  const std::vector<int32_t> bias_ids{3, 11, 17};
+  const std::vector<float> bias_values{2.5f, -1.0f, 0.75f};
+  int32_t runs_by_length[9] = {};
+  for (int32_t trial = 0; trial < 600; ++trial) {
+    const auto k = static_cast<int32_t>(rng.next_u64() % 9);  // 0..8 drafts
+    Item it(k, 9000 + static_cast<uint64_t>(trial));
+    for (RowParams& r : it.rows) {
+      r.temperature = 0.0f;
+      r.slot = -1;
+      r.flags = kSample | kLogprobs;
+      r.n_top_logprobs = 3;
+      if (trial % 3 == 0) {
+        r.bias_offset = 0;
+        r.bias_count = 3;
+      }
+    }
+    if (trial % 5 == 0) {  // a tie for the top: the lowest id wins in both
+      for (int32_t j = 0; j <= k; ++j) it.logits[static_cast<size_t>(j * kVocab + 20)] = it.logits[static_cast<size_t>(j * kVocab + 2)] = 9.0f;
+    }
+    if (trial % 11 == 0 && k > 0) it.logits[static_cast<size_t>((rng.next_u64() % (k + 1)) * kVocab + 5)] = NAN;
+    // Drafts: mostly the row's processed argmax, so long accepted runs happen.
+    std::vector<int32_t> independent(static_cast<size_t>(k + 1)), ind_status(static_cast<size_t>(k + 1)),
+        ind_nan(static_cast<size_t>(k + 1)), ind_top(static_cast<size_t>((k + 1) * kMaxTopLogprobs));
+    std::vector<float> ind_lp(static_cast<size_t>(k + 1)), ind_top_lp(static_cast<size_t>((k + 1) * kMaxTopLogprobs));
+    RefArgs ra;
+    ra.logits = it.logits.data();
+    ra.logits_stride = kVocab;
+    ra.n_rows = k + 1;
+    ra.n_vocab_real = kVocab;
+    ra.rows = it.rows.data();
+    ra.bias_ids = bias_ids.data();
+    ra.bias_values = bias_values.data();
+    ra.out = {independent.data(), ind_lp.data(), ind_top.data(), ind_top_lp.data(), ind_status.data(), ind_nan.data()};
+    sample_ref(ra);
+    for (int32_t j = 0; j < k; ++j) {
+      const bool take_best = rng.next_double() < 0.75 && independent[static_cast<size_t>(j)] >= 0;
+      it.drafts.push_back(take_best ? independent[static_cast<size_t>(j)] : static_cast<int32_t>(rng.next_u64() % kVocab));
+    }
+    REQUIRE(rows_decide_independently(it.rows.data(), k + 1));
+    AcceptArgs a;
+    a.logits = it.logits.data();
+    a.logits_stride = kVocab;
+    a.n_vocab_real = kVocab;
+    a.n_drafts = k;
+    a.drafts = it.drafts.data();
+    a.rows = it.rows.data();
+    a.bias_ids = bias_ids.data();
+    a.bias_values = bias_values.data();
+    a.out = {it.token.data(), it.logprob.data(), it.top_ids.data(), it.top_lp.data(), it.status.data(),
+             it.nan_index.data()};
+    const int32_t want = accept_drafts_ref(a);
+    const int32_t got = accept_greedy_samples(k, it.drafts.data(), independent.data(), ind_status.data());
+    INFO("trial " << trial << " k " << k);
+    REQUIRE(got == want);
+    ++runs_by_length[got];
+    for (int32_t j = 0; j <= k; ++j) {
+      const auto jj = static_cast<size_t>(j);
+      CHECK(ind_status[jj] == it.status[jj]);
+      CHECK(independent[jj] == it.token[jj]);
+      if (j <= got && it.status[jj] == kRowOk) {
+        CHECK(ind_lp[jj] == it.logprob[jj]);
+        for (int32_t t = 0; t < 3; ++t) CHECK(ind_top[jj * kMaxTopLogprobs + t] == it.top_ids[jj * kMaxTopLogprobs + t]);
+      }
+    }
+  }
+  for (int32_t n = 0; n <= 4; ++n) CHECK(runs_by_length[n] > 0);  // short and long runs were both exercised
+  // Sampled or penalized rows are not decided this way.
+  RowParams sampled;
+  sampled.temperature = 0.7f;
+  RowParams penalized;
+  penalized.temperature = 0.0f;
+  penalized.repetition_penalty = 1.1f;
+  RowParams greedy;
+  greedy.temperature = 0.0f;
+  const RowParams mixed[2] = {greedy, sampled};
+  CHECK_FALSE(rows_decide_independently(mixed, 2));
+  CHECK_FALSE(rows_decide_independently(&penalized, 1));
+  CHECK(rows_decide_independently(&greedy, 1));
+}
+
 TEST_CASE("accept: the penalty state of each row counts the drafts accepted before it, and ends with exactly them",
           "[unit]") {
   Item it(3, 7);

@@ -65,19 +65,19 @@ TEST_CASE("a step's graph shape: decode-sized steps only, and everything launche
   prefill.seqs.push_back(s);
   prefill.tokens.assign(static_cast<size_t>(kMaxGraphTokens + 1), 1);
   CHECK_FALSE(step_graph_shape(prefill, 256).has_value());
-  // Speculative work runs eagerly: a verify item, an MTP pass (no state slot), acceptance or hidden-state rows.
+  // Speculative work has graphs too: a verify item (checkpoints, drafts), an MTP pass (no state slot), acceptance
+  // rows (their flags are part of the shape). Only hidden-state rows (tests) run eagerly.
   StepBatch verify = b;
   verify.seqs[0].ckpt = 0;
-  CHECK_FALSE(step_graph_shape(verify, 256).has_value());
-  StepBatch drafts = b;
-  drafts.seqs[1].n_draft = 2;
-  CHECK_FALSE(step_graph_shape(drafts, 256).has_value());
+  verify.seqs[0].n_draft = 2;
+  CHECK(step_graph_shape(verify, 256) == shape);  // the kernels read checkpoints and drafts from device metadata
   StepBatch mtp = b;
   mtp.seqs[2].slot = -1;
-  CHECK_FALSE(step_graph_shape(mtp, 256).has_value());
+  CHECK(step_graph_shape(mtp, 256) == shape);
   StepBatch accept = b;
   accept.outputs[0].flags |= kOutAccept;
-  CHECK_FALSE(step_graph_shape(accept, 256).has_value());
+  REQUIRE(step_graph_shape(accept, 256).has_value());
+  CHECK(step_graph_shape(accept, 256) != shape);
   StepBatch hidden = b;
   hidden.outputs[0].flags |= kOutHidden;
   CHECK_FALSE(step_graph_shape(hidden, 256).has_value());

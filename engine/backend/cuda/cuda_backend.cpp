@@ -27,6 +27,7 @@
 #include "elementwise/elementwise.h"
 #include "gdn/gdn.h"
 #include "norm/norm.h"
+#include "sampling/accept.h"
 #include "sampling/mask_handoff.h"
 #include "sampling/sampling.h"
 
@@ -251,10 +252,6 @@ class CudaBackend final : public Backend {
   Status end_step(StepResult& result) override;
   bool rerun_step() const override { return rerun_; }
   int64_t graph_replays() const override { return graphs_.replays(); }
-  bool disable_graphs() override {
-    graphs_.clear();
-    return std::exchange(options_.cuda_graphs, false);
-  }
 
   void embed(const PreparedLinear& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
@@ -391,9 +388,10 @@ class CudaBackend final : public Backend {
   PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
   PinnedBuffer h_logits_;     // rows with kOutLogits
   PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
-  int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_: kOutLogits and kOutAccept ones
+  int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_: kOutLogits rows, verify rows decided on the host
   std::vector<int64_t> logit_index_;        // per output row: its row in h_logits_, -1 when none
-  bool any_accept_ = false;
+  std::vector<cuda::VerifyItem> verify_items_;  // the step's verify items (pointing into batch_->seqs)
+  bool any_host_accept_ = false;               // an item decided on the host (its logits come down)
   int64_t n_hidden_rows_ = 0;
   int64_t hidden_cols_ = 0;
 };
@@ -601,6 +599,7 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
       return internal_error("cuda backend: a verify item's rows carry token masks; acceptance does not apply them");
     }
   }
+  VS_ASSIGN_OR_RETURN(verify_items_, cuda::verify_items(batch));
   batch_ = &batch;
   in_step_ = true;
   max_seq_tokens_ = 0;
@@ -611,6 +610,29 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   }
   // Eager steps round too, so that a graph and the eager path launch the same grids (step_graphs.h).
   if (max_context_ > 0) max_context_ = context_bucket(max_context_);
+  // Each output row's sampling parameters with its sequence's slot, and the rows themselves. A verify item
+  // decided on the host (host_acceptance.h) has its rows' logits downloaded and skips the device sampler; one
+  // decided from the device sampler's rows keeps them sampled and downloads nothing.
+  row_params_ = sampler_rows(batch);
+  any_host_accept_ = false;
+  for (cuda::VerifyItem& it : verify_items_) {
+    it.on_device = kernels::sampling::rows_decide_independently(row_params_.data() + it.first,
+                                                                  static_cast<int32_t>(it.n));
+    if (it.on_device) continue;
+    any_host_accept_ = true;
+    for (int64_t j = 0; j < it.n; ++j) row_params_[static_cast<size_t>(it.first + j)].flags &= ~kernels::sampling::kSample;
+  }
+  out_rows_.resize(static_cast<size_t>(n_out));
+  n_logit_rows_ = 0;
+  n_hidden_rows_ = 0;
+  logit_index_.assign(static_cast<size_t>(n_out), -1);
+  for (int32_t i = 0; i < n_out; ++i) {
+    const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
+    out_rows_[static_cast<size_t>(i)] = o.row;
+    const bool host_accept = (o.flags & kOutAccept) && !(row_params_[static_cast<size_t>(i)].flags & kernels::sampling::kSample);
+    if ((o.flags & kOutLogits) || host_accept) logit_index_[static_cast<size_t>(i)] = n_logit_rows_++;
+    n_hidden_rows_ += (o.flags & kOutHidden) ? 1 : 0;
+  }
   const bool rerun = std::exchange(rerun_, false);
   mode_ = StepMode::kEager;
   fp_.reset();
@@ -618,25 +640,10 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   if (options_.cuda_graphs && !options_.op_timing) {
     if (auto shape = step_graph_shape(batch, max_context_); shape && !graphs_.disabled(*shape)) {
       shape_ = std::move(*shape);
+      // Which rows' logits come down is the backend's choice (above): part of the shape, as the flags are.
+      for (const int64_t at : logit_index_) shape_.push_back(at >= 0 ? 1 : 0);
       mode_ = rerun ? rerun_mode_ : StepMode::kProbe;
     }
-  }
-  // Each output row's sampling parameters with its sequence's slot, and the rows themselves.
-  row_params_ = sampler_rows(batch);
-  out_rows_.resize(static_cast<size_t>(n_out));
-  n_logit_rows_ = 0;
-  n_hidden_rows_ = 0;
-  any_accept_ = false;
-  logit_index_.assign(static_cast<size_t>(n_out), -1);
-  for (int32_t i = 0; i < n_out; ++i) {
-    const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
-    if (o.flags & kOutAccept) {  // decided on the host after the step: the device sampler skips the row
-      row_params_[static_cast<size_t>(i)].flags &= ~kernels::sampling::kSample;
-      any_accept_ = true;
-    }
-    out_rows_[static_cast<size_t>(i)] = o.row;
-    if (o.flags & (kOutLogits | kOutAccept)) logit_index_[static_cast<size_t>(i)] = n_logit_rows_++;
-    n_hidden_rows_ += (o.flags & kOutHidden) ? 1 : 0;
   }
   auto up = [&](void* dst, const void* src, size_t bytes) -> Status {
     if (bytes == 0) return Status::ok();
@@ -788,7 +795,8 @@ Status CudaBackend::end_step(StepResult& result) {
       }
     }
   }
-  if (any_accept_) {
+  cuda::accept_sampled_items(verify_items_, *batch_, result);
+  if (any_host_accept_) {
     const std::vector<kernels::sampling::RowParams> rows = sampler_rows(*batch_);
     cuda::HostAcceptance acc;
     acc.batch = batch_;
@@ -801,7 +809,7 @@ Status CudaBackend::end_step(StepResult& result) {
     acc.bias_values = batch_->bias_values.data();
     acc.device_penalties = penalties_;
     acc.stream = stream_;
-    if (Status st = cuda::accept_verify_items(acc, result); !st.is_ok()) {
+    if (Status st = cuda::accept_verify_items(acc, verify_items_, result); !st.is_ok()) {
       batch_ = nullptr;
       return st;
     }
@@ -1108,7 +1116,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     h.timeout_ns = kMaskTimeoutNs;
     return check(kernels::sampling::await_host_masks(h, stream_), "await_host_masks");
   };
-  int64_t logit_row = 0, hidden_row = 0;
+  int64_t hidden_row = 0;
   const size_t elem = dtype_bytes(hidden.dtype);
   for (int64_t r0 = 0; r0 < n_out; r0 += chunk) {
     const int64_t nr = std::min(chunk, n_out - r0);
@@ -1144,10 +1152,10 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     for (int64_t i = 0; i < nr; ++i) {
       const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
       cudaError_t e = cudaSuccess;
-      if (o.flags & (kOutLogits | kOutAccept)) {
-        e = cudaMemcpyAsync(h_logits_.as<float>() + logit_row * vocab, logits_ws.f32_row(i),
+      if (logit_index_[static_cast<size_t>(r0 + i)] >= 0) {  // kOutLogits, or a verify row decided on the host
+        e = cudaMemcpyAsync(h_logits_.as<float>() + logit_index_[static_cast<size_t>(r0 + i)] * vocab,
+                            logits_ws.f32_row(i),
                             static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_);
-        ++logit_row;
       }
       if (e == cudaSuccess && (o.flags & kOutHidden)) {
         e = cudaMemcpyAsync(h_hidden_.as<char>() + static_cast<size_t>(hidden_row * hidden.cols) * elem,

@@ -23,14 +23,10 @@ Status cuda_error(cudaError_t e, const char* what) {
 
 }  // namespace
 
-Status accept_verify_items(const HostAcceptance& a, StepResult& result) {
-  const StepBatch& batch = *a.batch;
+Result<std::vector<VerifyItem>> verify_items(const StepBatch& batch) {
   const auto& outputs = batch.outputs;
   const auto n_out = static_cast<int64_t>(outputs.size());
-  auto stream = static_cast<cudaStream_t>(a.stream);
-  std::vector<int32_t> counts, token, status, nan_index, top_ids;
-  std::vector<uint32_t> bits;
-  std::vector<float> logprob, top_lp, item_logits;
+  std::vector<VerifyItem> items;
   for (int64_t i = 0; i < n_out;) {
     const OutputRow& o = outputs[static_cast<size_t>(i)];
     if (!(o.flags & kOutAccept)) {
@@ -49,6 +45,47 @@ Status accept_verify_items(const HostAcceptance& a, StepResult& result) {
     if (s == nullptr || o.row != s->row0 || n != s->n_tokens || s->n_draft != n - 1) {
       return internal_error("cuda backend: a verify item's accept rows must be all of its tokens, in order");
     }
+    items.push_back({i, n, s, false});
+    i += n;
+  }
+  return items;
+}
+
+void accept_sampled_items(const std::vector<VerifyItem>& items, const StepBatch& batch, StepResult& result) {
+  std::vector<int32_t> token, status;
+  for (const VerifyItem& it : items) {
+    if (!it.on_device) continue;
+    token.resize(static_cast<size_t>(it.n));
+    status.resize(static_cast<size_t>(it.n));
+    for (int64_t j = 0; j < it.n; ++j) {
+      token[static_cast<size_t>(j)] = result.rows[static_cast<size_t>(it.first + j)].token;
+      status[static_cast<size_t>(j)] = result.rows[static_cast<size_t>(it.first + j)].status;
+    }
+    smp::accept_greedy_samples(static_cast<int32_t>(it.n - 1), batch.tokens.data() + it.seq->row0 + 1, token.data(),
+                               status.data());
+    for (int64_t j = 0; j < it.n; ++j) {
+      RowResult& r = result.rows[static_cast<size_t>(it.first + j)];
+      r.token = token[static_cast<size_t>(j)];
+      r.status = status[static_cast<size_t>(j)];
+      if (r.status == smp::kRowNotReached) {
+        r.logprob = 0.0f;
+        r.top.clear();
+      }
+    }
+  }
+}
+
+Status accept_verify_items(const HostAcceptance& a, const std::vector<VerifyItem>& items, StepResult& result) {
+  const StepBatch& batch = *a.batch;
+  const auto& outputs = batch.outputs;
+  auto stream = static_cast<cudaStream_t>(a.stream);
+  std::vector<int32_t> counts, token, status, nan_index, top_ids;
+  std::vector<uint32_t> bits;
+  std::vector<float> logprob, top_lp, item_logits;
+  for (const VerifyItem& item : items) {
+    if (item.on_device) continue;
+    const int64_t i = item.first, n = item.n;
+    const kernels::SeqDesc* s = item.seq;
     // The item's rows, contiguous for the rule.
     item_logits.resize(static_cast<size_t>(n * a.vocab_stride));
     for (int64_t j = 0; j < n; ++j) {
@@ -116,7 +153,6 @@ Status accept_verify_items(const HostAcceptance& a, StepResult& result) {
         }
       }
     }
-    i += n;
   }
   return Status::ok();
 }

@@ -1,8 +1,10 @@
-// The CUDA backend's speculative acceptance, on the host for now: the verify items' logits rows come down with
-// the step's outputs and go through kernels/sampling's reference rule (accept_drafts_ref, the CPU backend's
-// verifier), a request with penalties having its slot's counts brought down and written back around it. The device
-// kernel of the same rule replaces it (issue 21, the CUDA round). Tested on a GPU by tests/golden/cuda_model_test.cpp
-// (speculative greedy output equal to plain decoding).
+// The CUDA backend's speculative acceptance (kernels/sampling/accept.h). A greedy, unpenalized verify item is
+// decided from the device sampler's per-row argmaxes (rows_decide_independently): only its k + 1 tokens come down,
+// and the walk over them (accept_greedy_samples) is the rule. Any other item (sampled, or penalized, whose row j
+// depends on the drafts before it) goes through the reference rule on the host: its rows' logits come down with the
+// step's outputs, and a request with penalties has its slot's counts brought down and written back around it. A
+// device kernel for those items is still to come (issue 21). Tested on a GPU by tests/golden/cuda_model_test.cpp
+// (speculative greedy output equal to plain decoding, with and without penalties).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +29,23 @@ struct HostAcceptance {
   void* stream = nullptr;                   // cudaStream_t of the step (idle when this runs)
 };
 
-// Decides every verify item (consecutive kOutAccept rows of one sequence: all its tokens) and writes their rows'
-// token, status, logprob and top logprobs into result.rows (sized to the outputs already).
-Status accept_verify_items(const HostAcceptance& a, StepResult& result);
+// A verify item: the consecutive kOutAccept rows [first, first + n) of the outputs, all the tokens of `seq`.
+struct VerifyItem {
+  int64_t first = 0;
+  int64_t n = 0;
+  const kernels::SeqDesc* seq = nullptr;
+  bool on_device = false;  // decided from the device sampler's rows (rows_decide_independently)
+};
+
+// The step's verify items, in output order; an error when accept rows are not whole items.
+Result<std::vector<VerifyItem>> verify_items(const StepBatch& batch);
+
+// Decides the items that are not on_device on the host and writes their rows' token, status, logprob and top
+// logprobs into result.rows (sized to the outputs already).
+Status accept_verify_items(const HostAcceptance& a, const std::vector<VerifyItem>& items, StepResult& result);
+
+// The on_device items: result.rows holds the sampler's token and status of each of their rows; the walk truncates
+// them to the accepted run (rows past it: token -1, kRowNotReached, no logprobs).
+void accept_sampled_items(const std::vector<VerifyItem>& items, const StepBatch& batch, StepResult& result);
 
 }  // namespace voltserve::cuda
