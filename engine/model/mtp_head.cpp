@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <string>
 
+#include "common/named_logger.h"
+#include "linear/synthetic.h"
+#include "model/draft_vocab.h"
 #include "model/tensor_names.h"
 
 namespace voltserve {
@@ -15,11 +18,18 @@ std::string mtp_name(std::string_view suffix) { return std::string(kMtpPrefix) +
 
 }  // namespace
 
+Result<bool> parse_mtp_nvfp4(std::string_view option) {
+  if (option == "keep") return false;
+  if (option.empty() || option == "nvfp4") return true;
+  return invalid_argument("mtp format: unknown '" + std::string(option) +
+                          "' (keep: as the checkpoint stores mtp.*, or nvfp4: quantized at load)");
+}
+
 bool checkpoint_has_mtp(const Checkpoint& checkpoint) { return checkpoint.contains(mtp_name("fc.weight")); }
 
 Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const ModelConfig& config, Backend& backend,
                                                const PreparedLinear& embed, const PreparedLinear& lm_head,
-                                               const Tensor& final_norm) {
+                                               const Tensor& final_norm, const MtpLoadOptions& options) {
   if (config.mtp_num_hidden_layers < 1) {
     return not_found(source.describe() + ": config.json has mtp_num_hidden_layers 0: the model has no MTP head");
   }
@@ -33,12 +43,28 @@ Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const Mod
   h->lm_head_ = &lm_head;
   h->final_norm_ = final_norm;
   const int64_t H = config.hidden_size, hd = config.head_dim, nh = config.n_heads, nkv = config.n_kv_heads;
+  // A dense weight quantized to NVFP4 at load (options.nvfp4); synthetic or sizing-only weights change format.
+  auto to_nvfp4 = [&](kernels::HostWeightRef r) -> Result<kernels::HostWeightRef> {
+    // NVFP4 scales blocks of 16 along k; a dense weight of another width stays as it is.
+    if (!options.nvfp4 || r.format != WeightFormat::kDense || r.k % 16 != 0) return r;
+    if (r.codes == nullptr || options.shape_only) {
+      r.format = WeightFormat::kNvfp4;
+      r.codes = r.scales = nullptr;
+      r.channel_scales = nullptr;
+      r.global_scale = kernels::kSyntheticNvfp4GlobalScale;
+      return r;
+    }
+    VS_ASSIGN_OR_RETURN(std::unique_ptr<QuantizedWeight> q, quantize_weight(r, WeightFormat::kNvfp4));
+    h->kept_.push_back(std::move(q));
+    return h->kept_.back()->ref;
+  };
   auto linear = [&](std::initializer_list<std::pair<std::string, int64_t>> parts,
                     int64_t k) -> Result<std::unique_ptr<PreparedLinear>> {
     std::vector<kernels::HostWeightRef> refs;
     std::string what;
     for (const auto& [module, n] : parts) {
       VS_ASSIGN_OR_RETURN(kernels::HostWeightRef r, source.linear(module, n, k));
+      VS_ASSIGN_OR_RETURN(r, to_nvfp4(r));
       refs.push_back(r);
       what += (what.empty() ? "" : " + ") + module;
     }
@@ -74,6 +100,28 @@ Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const Mod
                                         H));
   VS_ASSIGN_OR_RETURN(L.down_proj, linear({{p + "mlp.down_proj", H}}, config.intermediate_size));
 
+  // The draft vocabulary's rows of the output head (the embedding table where they are tied).
+  const int64_t n_draft_rows = options.shape_only ? options.draft_vocab_rows
+                                                  : static_cast<int64_t>(options.draft_ids.size());
+  if (n_draft_rows > 0 && n_draft_rows < config.vocab_size) {
+    const std::string module = config.tie_word_embeddings && !source.has_lm_head()
+                                   ? config.tensor_prefix + "embed_tokens"
+                                   : std::string(kLmHeadModule);
+    VS_ASSIGN_OR_RETURN(kernels::HostWeightRef full, source.linear(module, config.vocab_size, H));
+    kernels::HostWeightRef rows = full;
+    if (options.shape_only) {
+      rows.n = n_draft_rows;
+    } else {
+      VS_ASSIGN_OR_RETURN(std::unique_ptr<QuantizedWeight> g, gather_weight_rows(full, options.draft_ids));
+      h->kept_.push_back(std::move(g));
+      rows = h->kept_.back()->ref;
+    }
+    VS_ASSIGN_OR_RETURN(rows, to_nvfp4(rows));
+    VS_ASSIGN_OR_RETURN(h->draft_head_,
+                        backend.prepare_linear({&rows, 1}, "draft lm_head (" + std::to_string(n_draft_rows) + " rows)"));
+    h->draft_ids_ = options.draft_ids;
+  }
+  // The host copies were uploaded (device backends) or are kept for the CPU backend's reads.
   AttentionParams& ap = h->attn_params_;
   ap.n_heads = static_cast<int32_t>(nh);
   ap.n_kv_heads = static_cast<int32_t>(nkv);
@@ -104,7 +152,7 @@ Status MtpHead::configure(int32_t max_rows, int32_t max_outputs) {
   VS_ASSIGN_OR_RETURN(ws_.mixed, be.alloc(T, H, DType::kF32, "MTP workspace mixed"));
   VS_ASSIGN_OR_RETURN(ws_.gate_up, be.alloc(T, 2 * c.intermediate_size, DType::kF32, "MTP workspace gate|up"));
   VS_ASSIGN_OR_RETURN(ws_.mlp_act, be.alloc(T, c.intermediate_size, act, "MTP workspace MLP activation"));
-  VS_ASSIGN_OR_RETURN(ws_.logits, be.alloc(std::min(max_outputs, kMaxLogitsRows), c.vocab_size, DType::kF32,
+  VS_ASSIGN_OR_RETURN(ws_.logits, be.alloc(std::min(max_outputs, kMaxLogitsRows), draft_rows(), DType::kF32,
                                            "MTP workspace draft logits"));
   VS_ASSIGN_OR_RETURN(ws_.out_act, be.alloc(max_outputs, H, act, "MTP workspace output rows"));
   for (Tensor& t : hidden_out_) {
@@ -112,6 +160,8 @@ Status MtpHead::configure(int32_t max_rows, int32_t max_outputs) {
   }
   return Status::ok();
 }
+
+int64_t MtpHead::draft_rows() const { return draft_head_ ? draft_head_->n() : config_.vocab_size; }
 
 Result<KvCacheLayer> MtpHead::alloc_cache(int32_t page_size, int32_t n_pages, DType dtype) const {
   KvCacheLayer kv;
@@ -133,7 +183,13 @@ Status MtpHead::forward(const StepBatch& batch, const Tensor& hidden_in, Input i
   // backend may run the pass more than once: run_step).
   const int next = 1 - current_;
   const Status s = run_step(*backend_, [&] { return forward_once(batch, hidden_in, input, cache, page_size, next, result); });
-  if (s.is_ok() && !batch.outputs.empty()) current_ = next;
+  if (!s.is_ok()) return s;
+  if (!batch.outputs.empty()) current_ = next;
+  if (!draft_ids_.empty()) {  // draft-vocabulary rows back to token ids
+    for (RowResult& r : result.rows) {
+      if (r.token >= 0 && r.token < static_cast<int32_t>(draft_ids_.size())) r.token = draft_ids_[static_cast<size_t>(r.token)];
+    }
+  }
   return s;
 }
 
@@ -197,7 +253,7 @@ Status MtpHead::forward_once(const StepBatch& batch, const Tensor& hidden_in, In
     be.rms_norm(residual, w_.norm, eps, hidden32);  // h' in fp32 for the next chain step
     be.gather_output_rows(hidden32, out_hidden);
     be.gather_output_rows(normed, out_act);
-    be.lm_head_outputs(*lm_head_, out_act, logits);
+    be.lm_head_outputs(draft_head_ ? *draft_head_ : *lm_head_, out_act, logits);
   }
   return be.end_step(result);
 }

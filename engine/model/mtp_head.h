@@ -5,17 +5,23 @@
 // activation dtype is fp16 on a GPU; the norms read fp32); the pair (h_i, x_{i+1}) runs at position i; depth k > 1
 // feeds h' (fp32) back with the token just drafted at position + 1. A pass is a step of its own on the backend (begin_step /
 // end_step) whose StepBatch lists the pairs' tokens and positions (SeqDesc slot -1: no recurrent or penalty state)
-// and whose output rows are the drafts' greedy samples. The embedding and lm_head are the main model's.
+// and whose output rows are the drafts' greedy samples. The embedding is the main model's; the draft lm_head is
+// the main model's, or its rows of a draft vocabulary (MtpLoadOptions), whose greedy samples are mapped back to token
+// ids (kOutLogits rows of a pass then cover the draft vocabulary only).
 // Tested against tools/mtp.py's reference logits in tests/golden/mtp_golden_test.cpp.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/model_config.h"
 #include "model/qwen35_weights.h"
 #include "model/weight_provider.h"
+#include "model/weight_quantize.h"
 #include "voltserve/status.h"
 
 namespace voltserve {
@@ -28,6 +34,24 @@ struct MtpWeights {
   Qwen35Layer layer;                   // mtp.layers.0, a full-attention decoder layer
 };
 
+// How the head is loaded beyond the checkpoint's own formats (ModelOptions::draft_vocab, ::mtp_format).
+struct MtpLoadOptions {
+  // The draft vocabulary (model/draft_vocab.h): the ids the head drafts over, ascending; empty: the whole
+  // vocabulary. The draft lm_head is those rows of the main head, in its stored format.
+  std::vector<int32_t> draft_ids;
+  // Dense (BF16) mtp.* linears, and a dense draft lm_head, quantized to NVFP4 at load (model/weight_quantize.h):
+  // a draft step reads ~0.3 of the bytes. The drafts may change; output never does (the target verifies). The
+  // default of ModelOptions::mtp_format: on the trained demo model it cost 0.7% of the tokens per round at k = 3
+  // (2.78 -> 2.76) and on the 27B shape it saves 1.3 ms of a k = 7 round (bench/RESULTS.md).
+  bool nvfp4 = false;
+  // Sizing only (the memory plan): formats and shapes, nothing computed; the draft vocabulary is then
+  // draft_vocab_rows rows (0: the whole vocabulary) instead of draft_ids.
+  bool shape_only = false;
+  int32_t draft_vocab_rows = 0;
+};
+// ModelOptions::mtp_format: "" or "nvfp4" (the default: dense mtp.* quantized at load), "keep" (as stored).
+Result<bool> parse_mtp_nvfp4(std::string_view option);
+
 // Whether the checkpoint carries an MTP head (mtp.fc.weight and the rest are then required).
 bool checkpoint_has_mtp(const Checkpoint& checkpoint);
 
@@ -38,7 +62,9 @@ class MtpHead {
   // final_norm: the main model's (1 + w) final norm weight.
   static Result<std::unique_ptr<MtpHead>> load(WeightProvider& source, const ModelConfig& config, Backend& backend,
                                                const PreparedLinear& embed, const PreparedLinear& lm_head,
-                                               const Tensor& final_norm);
+                                               const Tensor& final_norm, const MtpLoadOptions& options = {});
+  // Rows of the draft lm_head (the draft vocabulary's size, or the whole vocabulary).
+  int64_t draft_rows() const;
 
   // Workspace for passes of up to max_rows pairs and up to max_outputs draft rows (once).
   Status configure(int32_t max_rows, int32_t max_outputs);
@@ -81,6 +107,9 @@ class MtpHead {
   Backend* backend_ = nullptr;
   const PreparedLinear* embed_ = nullptr;
   const PreparedLinear* lm_head_ = nullptr;
+  std::unique_ptr<PreparedLinear> draft_head_;  // the draft vocabulary's rows of the head; null: lm_head_
+  std::vector<int32_t> draft_ids_;              // draft_head_ row -> token id
+  std::deque<std::unique_ptr<QuantizedWeight>> kept_;  // host weights made at load (quantized, gathered rows)
   Tensor final_norm_;
   MtpWeights w_;
   AttentionParams attn_params_;

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "common/named_logger.h"
 #include "model/checkpoint.h"
 #include "model/weight_provider.h"
+#include "model/draft_vocab.h"
 #include "model/model_source.h"
 #include "model/kv_cache_dtype.h"
 #include "model/quantized_head.h"
@@ -139,18 +141,29 @@ Status Qwen35Runner::load_drafter(const RunnerOptions& options) {
     return off("the " + backend_->name() + " backend does not verify drafts yet (the CPU backend does)");
   }
   if (c.mtp_num_hidden_layers < 1) return off("the model has no MTP head (config.json mtp_num_hidden_layers is 0)");
+  MtpLoadOptions load;
+  VS_ASSIGN_OR_RETURN(load.nvfp4, parse_mtp_nvfp4(mo.mtp_format));
+  const int32_t n_real = mo.n_vocab_real > 0 ? std::min<int32_t>(mo.n_vocab_real, static_cast<int32_t>(c.vocab_size))
+                                             : static_cast<int32_t>(c.vocab_size);
+  const bool synthetic = !mo.synthetic_config.empty();
+  VS_ASSIGN_OR_RETURN(load.draft_ids, load_draft_vocab(synthetic ? std::filesystem::path{} : std::filesystem::path{mo.model_dir},
+                                                       mo.draft_vocab, n_real));
   std::unique_ptr<MtpHead> head;
-  if (!mo.synthetic_config.empty()) {
+  if (synthetic) {
     SyntheticWeights source(c, mo.synthetic_seed + 1, mo.synthetic_config);
     VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
-                                                model_->final_norm()));
+                                                model_->final_norm(), load));
   } else {
     VS_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open(mo.model_dir));
     if (!checkpoint_has_mtp(checkpoint)) return off("the checkpoint has no mtp.* tensors");
     CheckpointWeights source(checkpoint, c);
     VS_ASSIGN_OR_RETURN(head, MtpHead::load(source, c, *backend_, model_->embedding(), model_->output(),
-                                                model_->final_norm()));
+                                                model_->final_norm(), load));
   }
+  named_logger("engine").info("speculative decoding: the MTP head drafts over {} (--draft-vocab), its weights {}",
+                              load.draft_ids.empty() ? std::string("the whole vocabulary")
+                                                     : std::to_string(load.draft_ids.size()) + " tokens",
+                              load.nvfp4 ? "quantized to NVFP4 at load" : "as stored (--mtp-format)");
   VS_RETURN_IF_ERROR(head->configure(options.max_step_tokens, mo.n_slots));
   VS_ASSIGN_OR_RETURN(KvCacheLayer kv,
                       head->alloc_cache(geometry_.page_size, geometry_.n_pages, model_->kv_cache_dtype()));
@@ -380,9 +393,12 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
       }
     };
   }
+  const bool verify = std::any_of(request.seqs.begin(), request.seqs.end(), [](const SeqStep& s) { return s.verify; });
+  const auto t0 = std::chrono::steady_clock::now();
   const Status forward = model_->forward(batch_, cache_, result);
   batch_.complete_masks = nullptr;  // it refers to this step's request
   VS_RETURN_IF_ERROR(forward);
+  const auto t1 = std::chrono::steady_clock::now();
   if (drafter_) {
     for (const SeqStep& s : request.seqs) {
       if (s.mtp) {
@@ -390,6 +406,11 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
         break;
       }
     }
+  }
+  if (verify) {
+    ++phases_.verify_steps;
+    phases_.verify_seconds += std::chrono::duration<double>(t1 - t0).count();
+    phases_.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }
   for (const kernels::SeqDesc& d : batch_.seqs) verify_tokens_[static_cast<size_t>(d.slot)] = d.ckpt >= 0 ? d.n_tokens : 0;
   return Status::ok();
@@ -403,8 +424,12 @@ Status Qwen35Runner::commit(int32_t slot, int32_t n_keep) {
     return invalid_argument("commit: n_keep " + std::to_string(n_keep) + " outside [1, " + std::to_string(n) + "]");
   }
   verify_tokens_[static_cast<size_t>(slot)] = 0;
+  ++phases_.commits;
   if (n_keep == n) return Status::ok();  // the state already advanced over every token
-  return model_->commit(cache_, slot, n_keep - 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Status s = model_->commit(cache_, slot, n_keep - 1);
+  phases_.commit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return s;
 }
 
 Result<std::unique_ptr<ModelRunner>> load_model_runner(const RunnerOptions& options) {

@@ -49,6 +49,7 @@ class Qwen35Runner final : public ModelRunner {
   Status load_state(int32_t snapshot, int32_t slot) override;
   Status copy_page(int32_t src_page, int32_t dst_page) override;
   int64_t graph_replays() const override { return backend_->graph_replays(); }
+  SpeculativePhaseTimes speculative_phases() const override { return phases_; }
 
   const ModelConfig& config() const { return model_->config(); }
   const Backend& backend() const { return *backend_; }
@@ -73,6 +74,7 @@ class Qwen35Runner final : public ModelRunner {
   std::vector<std::span<const uint32_t>> pending_masks_;  // the step's token masks, copied into batch_ before sampling
   std::vector<int32_t> verify_tokens_;     // per slot: tokens of its last verify item (0: none pending)
   std::optional<MemoryPlan> plan_;
+  SpeculativePhaseTimes phases_;
 };
 
 // The factory the engine uses. options.model.backend: "cpu", "cuda" or "auto".

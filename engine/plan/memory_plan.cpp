@@ -79,8 +79,12 @@ Result<MtpSizes> size_mtp(ModelSource& source, const Qwen35Model& model, SizingB
     return d;
   };
   const std::map<Use, Tally> before = sb.tallies();
+  MtpLoadOptions mo;
+  VS_ASSIGN_OR_RETURN(mo.nvfp4, parse_mtp_nvfp4(in.mtp_format));
+  mo.shape_only = true;
+  mo.draft_vocab_rows = in.draft_vocab > 0 && in.draft_vocab < in.n_vocab_real ? in.draft_vocab : 0;
   VS_ASSIGN_OR_RETURN(std::unique_ptr<MtpHead> head, MtpHead::load(*source.weights, c, sb, model.embedding(),
-                                                                   model.output(), model.final_norm()));
+                                                                   model.output(), model.final_norm(), mo));
   VS_RETURN_IF_ERROR(head->configure(in.max_step_tokens, in.n_slots));
   auto kv_at = [&](int32_t n_pages) -> Result<int64_t> {
     const std::map<Use, Tally> b = sb.tallies();

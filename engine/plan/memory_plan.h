@@ -37,6 +37,8 @@ struct PlanInputs {
   int32_t n_snapshots = 0;         // prefix-cache GDN state snapshot rows (ModelOptions::n_prefix_snapshots)
   int32_t n_vocab_real = 0;        // 0: the whole vocabulary
   std::string lm_head;             // ModelOptions::lm_head
+  int32_t draft_vocab = 0;         // ModelOptions::draft_vocab (the MTP head's draft lm_head rows; 0: all)
+  std::string mtp_format;          // ModelOptions::mtp_format
   std::string kv_cache_dtype;      // ModelOptions::kv_cache_dtype ("" or auto: fp8 when the checkpoint asks, else fp16)
   kernels::KernelFamily family = kernels::KernelFamily::kSm80;
   int64_t device_bytes = 0;        // memory the plan may use

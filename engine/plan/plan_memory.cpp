@@ -20,6 +20,8 @@ PlanInputs plan_inputs(const ModelOptions& options, const ModelConfig& config, i
   in.logits_rows = logits_rows;
   in.max_verify_tokens = max_verify_tokens;
   in.n_snapshots = std::max(0, options.n_prefix_snapshots);
+  in.draft_vocab = std::max(0, options.draft_vocab);
+  in.mtp_format = options.mtp_format;
   in.n_vocab_real = static_cast<int32_t>(config.vocab_size);
   if (options.n_vocab_real > 0 && options.n_vocab_real < in.n_vocab_real) in.n_vocab_real = options.n_vocab_real;
   in.lm_head = options.lm_head;

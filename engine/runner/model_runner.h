@@ -106,6 +106,8 @@ class ModelRunner {
   }
   // Steps (forward passes and MTP passes) the device replayed from captured CUDA graphs so far (0 without graphs).
   virtual int64_t graph_replays() const { return 0; }
+  // Where speculative rounds' time went (zero for a runner that does not speculate).
+  virtual SpeculativePhaseTimes speculative_phases() const { return {}; }
 };
 
 }  // namespace voltserve

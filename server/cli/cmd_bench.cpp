@@ -38,6 +38,8 @@ struct EngineBenchArgs {
   std::string backend = "auto";
   std::string kernel_family = "auto";
   std::string lm_head = "keep";
+  int32_t draft_vocab = 0;
+  std::string mtp_format = "nvfp4";
   std::string kv_cache_dtype = "auto";
   int32_t context = 1024;    // decode: tokens in the cache when decoding starts
   int32_t prompt = 2048;     // prefill: prompt length
@@ -71,6 +73,8 @@ std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_runni
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
   model.lm_head = a.lm_head;
+  model.draft_vocab = a.draft_vocab;
+  model.mtp_format = a.mtp_format;
   model.kv_cache_dtype = a.kv_cache_dtype;
   model.n_threads = a.threads;
   model.n_slots = max_running;
@@ -212,6 +216,14 @@ void run_decode(const EngineBenchArgs& a) {
     spec["drafted"] = drafted;
     spec["accepted"] = accepted;
     spec["round_ms"] = round_ms;
+    // Per verify step (one round of every sequence in the batch), from the runner's phase timers.
+    const SpeculativePhaseTimes ph = engine->stats().speculative_phases;
+    if (ph.verify_steps > 0) {
+      const double n = static_cast<double>(ph.verify_steps);
+      spec["verify_ms"] = 1e3 * ph.verify_seconds / n;
+      spec["draft_ms"] = 1e3 * ph.draft_seconds / n;
+      spec["commit_ms"] = 1e3 * ph.commit_seconds / n;
+    }
     nlohmann::ordered_json at = nlohmann::ordered_json::object();
     for (double acc : {0.5, 0.6, 0.7, 0.8, 0.9}) {
       const double tokens_per_round = (1.0 - std::pow(acc, k + 1)) / (1.0 - acc);
@@ -266,6 +278,10 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_option("--chunk", a.chunk, "Prompt tokens per step (default 2048)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--threads", a.threads, "CPU backend threads (0: automatic)");
   cmd->add_option("--seed", a.seed, "Seed of the synthetic weights (default 1)");
+  cmd->add_option("--draft-vocab", a.draft_vocab, "Speculative decoding: the MTP head drafts over the N most frequent tokens only (draft_vocab.json beside the model lists them, else the tokenizer's added tokens and the lowest ids); output is unchanged. 0 (default): the whole vocabulary")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--mtp-format", a.mtp_format, "Speculative decoding: the MTP layer's weights nvfp4 (default: quantized at load with the draft lm_head, cheaper drafts; output is unchanged) or keep (as stored)")
+      ->check(CLI::IsMember({"keep", "nvfp4"}));
   cmd->add_option("--lm-head", a.lm_head, "keep, fp8 or nvfp4 (the lm_head quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   cmd->add_option("--kv-cache-dtype", a.kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "

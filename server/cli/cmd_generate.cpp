@@ -44,6 +44,8 @@ struct GenerateArgs {
   std::string backend = "auto";
   std::string kernel_family = "auto";
   std::string lm_head = "keep";
+  int32_t draft_vocab = 0;
+  std::string mtp_format = "nvfp4";
   std::string kv_cache_dtype = "auto";
   int32_t threads = 0;
   std::string speculative_k = "auto";  // N (0 off) or auto: MTP drafts per round where the model has an MTP head
@@ -137,6 +139,8 @@ void run_generate(GenerateArgs a) {
   model.backend = a.backend;
   model.kernel_family = a.kernel_family;
   model.lm_head = a.lm_head;
+  model.draft_vocab = a.draft_vocab;
+  model.mtp_format = a.mtp_format;
   model.kv_cache_dtype = a.kv_cache_dtype;
   model.n_threads = a.threads;
   model.n_slots = 1;
@@ -266,6 +270,10 @@ void register_generate_command(CLI::App& app) {
                 "Print {\"ids\", \"text\", \"tokens_per_second\", ...} instead of streaming text");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "Do not stop at the eos ids of config/generation_config");
   cmd->add_option("--backend", args->backend, "Compute backend: cpu, cuda or auto (default: cuda when a GPU is visible)");
+  cmd->add_option("--draft-vocab", args->draft_vocab, "Speculative decoding: the MTP head drafts over the N most frequent tokens only (draft_vocab.json beside the model lists them, else the tokenizer's added tokens and the lowest ids); output is unchanged. 0 (default): the whole vocabulary")
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--mtp-format", args->mtp_format, "Speculative decoding: the MTP layer's weights nvfp4 (default: quantized at load with the draft lm_head, cheaper drafts; output is unchanged) or keep (as stored)")
+      ->check(CLI::IsMember({"keep", "nvfp4"}));
   cmd->add_option("--lm-head", args->lm_head, "keep (as the checkpoint stores it), fp8 or nvfp4 (quantized at load)")
       ->check(CLI::IsMember({"keep", "fp8", "nvfp4"}));
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype, "KV pages: auto (fp8 when the checkpoint's "

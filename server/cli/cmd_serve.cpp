@@ -104,6 +104,8 @@ void run_serve(http::ServeSettings s) {
   model_options.max_context = s.context;
   model_options.n_pages = s.kv_pages;
   model_options.lm_head = s.lm_head;
+  model_options.draft_vocab = s.draft_vocab;
+  model_options.mtp_format = s.mtp_format;
   model_options.kv_cache_dtype = s.kv_cache_dtype;
   model_options.n_slots = s.max_running;
   model_options.n_vocab_real = tokenizer->vocab_size();
@@ -237,6 +239,10 @@ void register_serve_command(CLI::App& app) {
   auto* o_max_spec = cmd->add_option("--max-speculative-k", s.max_speculative_k,
                                      "Most drafts per round any request may use (default 8; 0: no speculation)")
                          ->check(CLI::Range(0, 31));
+  auto* o_draft_vocab = cmd->add_option("--draft-vocab", s.draft_vocab, "Speculative decoding: the MTP head drafts over the N most frequent tokens only (draft_vocab.json beside the model lists them, else the tokenizer's added tokens and the lowest ids); output is unchanged. 0 (default): the whole vocabulary")
+                            ->check(CLI::Range(0, 1 << 24));
+  auto* o_mtp_format = cmd->add_option("--mtp-format", s.mtp_format, "Speculative decoding: the MTP layer's weights nvfp4 (default: quantized at load with the draft lm_head, cheaper drafts; output is unchanged) or keep (as stored)")
+                           ->check(CLI::IsMember({"keep", "nvfp4"}));
   auto* o_prefix = cmd->add_option("--prefix-cache-snapshots", s.prefix_cache_snapshots,
                                    "Prefix cache: GDN state snapshots kept (default 8; 0 = off; each holds one "
                                    "sequence's recurrent state, ~151 MB on a 27B, on the memory plan's line)")
@@ -277,7 +283,7 @@ void register_serve_command(CLI::App& app) {
   cmd->callback([settings, config_file, o_model, o_tok, o_host, o_port, o_keys, o_cors, o_body, o_timeout, o_keepalive,
                   o_name, o_backend, o_family, o_level, o_threads, o_running, o_waiting, o_context, o_pages, o_head,
                   o_kv_dtype, o_max_n, o_http_threads, o_header_timeout, o_body_timeout, o_idle_timeout,
-                  o_write_timeout, o_max_conn, o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec,
+                  o_write_timeout, o_max_conn, o_per_addr, o_store, o_store_mib, store_mib, spec_k, o_spec, o_max_spec, o_draft_vocab, o_mtp_format,
                   o_prefix, o_prefix_interval, o_no_prefix, no_prefix] {
     // Defaults < config file < flags: start from defaults, apply the file, then re-apply the flags given.
     http::ServeSettings merged;
@@ -310,6 +316,8 @@ void register_serve_command(CLI::App& app) {
     if (o_http_threads->count()) merged.http.http_threads = f.http.http_threads;
     if (o_spec->count()) http::parse_speculative_k(*spec_k, merged.speculative_k);
     if (o_max_spec->count()) merged.max_speculative_k = f.max_speculative_k;
+    if (o_draft_vocab->count()) merged.draft_vocab = f.draft_vocab;
+    if (o_mtp_format->count()) merged.mtp_format = f.mtp_format;
     if (o_prefix->count()) merged.prefix_cache_snapshots = f.prefix_cache_snapshots;
     if (o_prefix_interval->count()) merged.prefix_snapshot_interval = f.prefix_snapshot_interval;
     if (o_no_prefix->count() && *no_prefix) merged.prefix_cache = false;

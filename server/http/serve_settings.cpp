@@ -128,6 +128,11 @@ Status apply_config_file(const std::filesystem::path& file, ServeSettings& s) {
       }
     }
     else if (k == "max_speculative_k") st = int32(s.max_speculative_k, 0, 31);
+    else if (k == "draft_vocab") st = int32(s.draft_vocab, 0, 1 << 24);
+    else if (k == "mtp_format") {
+      st = str(s.mtp_format);
+      if (st.is_ok() && s.mtp_format != "keep" && s.mtp_format != "nvfp4") st = type_error(file, k, "\"keep\" or \"nvfp4\"");
+    }
     else if (k == "prefix_cache") st = boolean(s.prefix_cache);
     else if (k == "prefix_cache_snapshots") st = int32(s.prefix_cache_snapshots, 0, 1 << 16);
     else if (k == "prefix_snapshot_interval") st = int32(s.prefix_snapshot_interval, 0, 1 << 24);

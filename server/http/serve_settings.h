@@ -33,6 +33,8 @@ struct ServeSettings {
   // MTP head and the backend verifies drafts.
   int32_t speculative_k = -1;
   int32_t max_speculative_k = 8;
+  int32_t draft_vocab = 0;            // MTP drafting over the N most frequent tokens (0: the whole vocabulary)
+  std::string mtp_format = "nvfp4";   // nvfp4 (the MTP layer quantized at load) or keep
   // Prefix caching (engine/cache/prefix_cache.h): on unless prefix_cache is false (--no-prefix-cache); GDN state
   // snapshot rows (0: off too; each holds one sequence's state) and the prefill tokens between snapshots.
   bool prefix_cache = true;

@@ -806,6 +806,30 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
     std::printf("cuda speculative %s: %llu steps and MTP passes replayed from CUDA graphs during speculative "
                 "requests\n", name, static_cast<unsigned long long>(spec_replays));
     CHECK(spec_replays > 0);
+    // Cheaper drafting on the device: a draft vocabulary of half the fixture's tokens and the MTP layer quantized
+    // to NVFP4 at load (gathered BF16 rows and quantized weights through the CUDA linear kernels): output unchanged.
+    ModelOptions cheap = mo;
+    cheap.draft_vocab = (*engine)->vocab_size() / 2;
+    cheap.mtp_format = "nvfp4";
+    (*engine).reset();  // the first engine's memory back before the second loads
+    auto cheap_engine = Engine::load(cheap, ec);
+    REQUIRE(cheap_engine.is_ok());
+    engine = std::move(cheap_engine);
+    for (const RefPrompt& p : prompts(name)) {
+      Request r;
+      r.prompt_ids = p.ids;
+      r.max_new_tokens = 24;
+      r.sampling.temperature = 0.0f;
+      r.speculative_k = 0;
+      const Out plain = run(r);
+      r.speculative_k = 3;
+      const Out spec = run(r);
+      std::printf("cuda speculative %s prompt %zu k=3, draft vocabulary %d, NVFP4 MTP layer: %s, drafted %d accepted %d\n",
+                  name, p.ids.size(), cheap.draft_vocab, spec.tokens == plain.tokens ? "same as plain" : "DIFFERENT",
+                  spec.final_event.n_tokens_drafted, spec.final_event.n_tokens_accepted);
+      CHECK(spec.tokens == plain.tokens);
+      CHECK(spec.final_event.n_tokens_drafted > 0);
+    }
   }
 }
 

@@ -71,9 +71,12 @@ std::vector<Outcome> run_all(Engine& engine, const std::vector<Request>& request
 
 std::unique_ptr<Engine> make_engine(const std::string& name, int32_t max_k,
                                     kernels::sampling::AcceptRule rule = kernels::sampling::AcceptRule::kExact,
-                                    int32_t max_running = 8) {
+                                    int32_t max_running = 8, int32_t draft_vocab = 0,
+                                    const std::string& mtp_format = "") {
   RunnerOptions opt;
   opt.model.model_dir = fixture_dir(name).string();
+  opt.model.draft_vocab = draft_vocab;
+  opt.model.mtp_format = mtp_format;
   opt.model.backend = "cpu";
   opt.model.n_threads = 2;
   opt.model.max_context = 256;
@@ -148,6 +151,63 @@ TEST_CASE("Speculative greedy output is identical to plain greedy output for eve
     CHECK(s.accepted_per_position_total[7] > 10);
   } else {
     CHECK(s.n_tokens_accepted_total * 5 < s.n_tokens_drafted_total);  // random drafts: mostly corrections
+  }
+}
+
+TEST_CASE("Cheaper drafting (a draft vocabulary, an NVFP4 MTP layer) keeps greedy output identical", "[golden]") {
+  // The draft lm_head over half the vocabulary (the fixture's lowest ids and added tokens), the MTP layer quantized
+  // to NVFP4 at load, and both: the target verifies over the whole vocabulary, so output equals plain decoding;
+  // acceptance shows the drafts changed as they should (a token outside the draft vocabulary is never drafted).
+  const std::string name = "tiny-mtp-copy";
+  auto reference = make_engine(name, 8);
+  const int32_t vocab = reference->vocab_size();
+  std::vector<Request> requests;
+  for (int32_t i = 0; i < 6; ++i) {
+    Request r;
+    r.prompt_ids = prompt(5 + 13 * i, 300 + static_cast<uint64_t>(i), vocab);
+    r.max_new_tokens = 32;
+    r.sampling.temperature = 0.0f;
+    r.speculative_k = 0;
+    requests.push_back(r);
+    for (int32_t k : {1, 3, 8}) {
+      r.speculative_k = k;
+      requests.push_back(r);
+    }
+  }
+  const auto want = run_all(*reference, requests);
+  const uint64_t full_accepted = reference->stats().n_tokens_accepted_total;
+  // How many plain-output tokens lie outside the lower half: those can never be drafted with the draft vocabulary.
+  int32_t outside = 0;
+  for (size_t i = 0; i < requests.size(); i += 4) {
+    for (int32_t t : want[i].tokens) outside += t >= vocab / 2 ? 1 : 0;
+  }
+  struct Arm {
+    int32_t draft_vocab;
+    const char* mtp_format;
+  };
+  for (const Arm arm : {Arm{vocab / 2, "keep"}, Arm{0, "nvfp4"}, Arm{vocab / 2, "nvfp4"}}) {
+    INFO("draft_vocab " << arm.draft_vocab << ", mtp_format " << arm.mtp_format);
+    auto engine = make_engine(name, 8, kernels::sampling::AcceptRule::kExact, 8, arm.draft_vocab, arm.mtp_format);
+    const auto got = run_all(*engine, requests);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      INFO("request " << i << ", speculative_k " << *requests[i].speculative_k);
+      CHECK(got[i].tokens == want[i].tokens);
+      CHECK(got[i].tokens == want[i - i % 4].tokens);  // and equal to plain decoding
+    }
+    const EngineStats s = engine->stats();
+    std::printf("draft_vocab %d, mtp_format %s: accepted %llu of %llu drafts (whole vocabulary, as stored: %llu; %d "
+                "plain tokens outside the lower half)\n",
+                arm.draft_vocab, arm.mtp_format, static_cast<unsigned long long>(s.n_tokens_accepted_total),
+                static_cast<unsigned long long>(s.n_tokens_drafted_total),
+                static_cast<unsigned long long>(full_accepted), outside);
+    REQUIRE(s.n_tokens_drafted_total > 0);
+    if (arm.draft_vocab > 0) {
+      REQUIRE(outside > 0);
+      CHECK(s.n_tokens_accepted_total < full_accepted);  // the tokens outside it were never drafted
+    } else {
+      // Quantizing the copied attention layer changes few drafts: acceptance stays near the stored layer's.
+      CHECK(s.n_tokens_accepted_total * 10 >= full_accepted * 8);
+    }
   }
 }
 

@@ -100,6 +100,7 @@ TEST_CASE("27B mixed layout: MLP and lm_head NVFP4, attention and GDN projection
 TEST_CASE("27B caches: 64 KiB of fp16 KV per token, 149.6 MiB of GDN state per slot, k + 1 checkpoints each", "[unit]") {
   MemoryPlanRequest r = request("qwen3.5-27b-nvfp4", 80 * kGiB, 32768, 4);
   r.speculative_k = 3;
+  r.model.mtp_format = "keep";  // the MTP layer as stored (the default quantizes it: checked below)
   const MemoryPlan p = plan(r);
   const auto m = items(p);
   const int64_t kv_per_token = kAttn * 2 * kKV * 2;
@@ -123,6 +124,16 @@ TEST_CASE("27B caches: 64 KiB of fp16 KV per token, 149.6 MiB of GDN state per s
   const int64_t workspace = T * (4 * H * 4 + 2 * H * 2 + H * 2 + kO * 2 + I * 2 + (kQ + 2 * kKV) * 4 + 2 * I * 4) +
                             outs * V * 4 + outs * H * 2 + 2 * outs * H * 4;
   CHECK(m.at("MTP head") == weights + workspace);
+  // The default (--mtp-format nvfp4) quantizes the dense MTP linears at load (~0.28 of their fp16 bytes);
+  // --draft-vocab N drafts through N rows of the head of its own.
+  r.model.mtp_format = "";
+  const int64_t nvfp4_head = items(plan(r)).at("MTP head");
+  CHECK(nvfp4_head < workspace + weights / 3);
+  CHECK(nvfp4_head > workspace + weights / 4);
+  r.model.draft_vocab = 32768;
+  const int64_t with_vocab = items(plan(r)).at("MTP head");
+  // N NVFP4 head rows more (its own weight: the full head stays for the target), N-wide draft logits.
+  CHECK(with_vocab == nvfp4_head + nvfp4(32768, H) - outs * (V - 32768) * 4);
 }
 
 TEST_CASE("27B fp8 KV (--kv-cache-dtype fp8): 32 KiB per token, twice the pages at the same budget", "[unit]") {

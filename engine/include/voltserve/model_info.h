@@ -29,6 +29,17 @@ struct ModelInfo {
 // a 32 GB V100 (README, "Prefix cache").
 inline constexpr int32_t kDefaultPrefixSnapshots = 8;
 
+// Wall time of speculative rounds' phases in the model runner, summed: the verify steps (the target forward over
+// [x, d1..dk] with the acceptance; on a GPU the device's time too, since a step ends with one synchronisation), the
+// MTP passes that follow them (the next drafts), and the commits (the state rollback to the accepted length).
+struct SpeculativePhaseTimes {
+  uint64_t verify_steps = 0;
+  double verify_seconds = 0.0;
+  double draft_seconds = 0.0;
+  uint64_t commits = 0;
+  double commit_seconds = 0.0;
+};
+
 struct ModelOptions {
   std::string model_dir;
   std::string backend = "auto";  // cpu, cuda or auto (cuda when a GPU is visible, else cpu)
@@ -55,6 +66,13 @@ struct ModelOptions {
   // The output head: "" or "keep" as the checkpoint stores it; "fp8" (one scale per row) or "nvfp4" quantize a
   // BF16 head at load (a smaller decode step; greedy agreement measured in bench/RESULTS.md).
   std::string lm_head;
+  // Speculative decoding's drafting (the MTP head; the target's output never changes): draft over the N most frequent
+  // tokens only (a draft lm_head of N rows; draft_vocab.json beside the model lists them, else the tokenizer's added
+  // tokens and the lowest ids; 0: the whole vocabulary), and the mtp.* weights "" / "nvfp4" (the default: dense ones
+  // quantized at load, with the draft lm_head; measured to cost little acceptance) or "keep" (as stored, BF16 in
+  // published checkpoints).
+  int32_t draft_vocab = 0;
+  std::string mtp_format;
   // The KV pages' element type: "" or "auto" (fp8 when the checkpoint's kv_cache_quant_algo is FP8, else the
   // activation dtype: CPU fp32, CUDA fp16), "fp16", "bf16" (CPU backend only) or "fp8" (e4m3, half of fp16's bytes,
   // per-layer scales from the checkpoint's k_scale / v_scale, else 1).
