@@ -721,6 +721,7 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
     mo.model_dir = fixture_dir(name).string();
     mo.backend = "cuda";
     mo.max_context = 256;
+    mo.mtp_format = "keep";  // the MTP layer as stored; the NVFP4 default is the second engine below
     EngineConfig ec;
     ec.max_running = 4;
     ec.max_tokens_per_step = 64;
@@ -751,13 +752,17 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
       cv.wait(lk, [&] { return done; });
       return out;
     };
-    uint64_t spec_replays = 0;  // graph replays while speculative requests ran
-    for (const RefPrompt& p : prompts(name)) {
+    auto greedy = [](const RefPrompt& p) {
       Request r;
       r.prompt_ids = p.ids;
       r.max_new_tokens = 24;
       r.sampling.temperature = 0.0f;
       r.speculative_k = 0;
+      return r;
+    };
+    uint64_t spec_replays = 0;  // graph replays while speculative requests ran
+    for (const RefPrompt& p : prompts(name)) {
+      Request r = greedy(p);
       const Out plain = run(r);
       REQUIRE(plain.final_event.finish_reason == FinishReason::kLength);
       size_t same_as_ref = 0;
@@ -816,11 +821,7 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
     REQUIRE(cheap_engine.is_ok());
     engine = std::move(cheap_engine);
     for (const RefPrompt& p : prompts(name)) {
-      Request r;
-      r.prompt_ids = p.ids;
-      r.max_new_tokens = 24;
-      r.sampling.temperature = 0.0f;
-      r.speculative_k = 0;
+      Request r = greedy(p);
       const Out plain = run(r);
       r.speculative_k = 3;
       const Out spec = run(r);

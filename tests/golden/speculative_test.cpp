@@ -72,9 +72,11 @@ std::vector<Outcome> run_all(Engine& engine, const std::vector<Request>& request
 std::unique_ptr<Engine> make_engine(const std::string& name, int32_t max_k,
                                     kernels::sampling::AcceptRule rule = kernels::sampling::AcceptRule::kExact,
                                     int32_t max_running = 8, int32_t draft_vocab = 0,
-                                    const std::string& mtp_format = "") {
+                                    const std::string& mtp_format = "keep") {
   RunnerOptions opt;
   opt.model.model_dir = fixture_dir(name).string();
+  // The MTP layer as stored unless asked: tiny-mtp-copy's layer is an exact copy of a main layer, which is what
+  // makes its acceptance high enough to exercise long runs (the NVFP4 default has a test of its own below).
   opt.model.draft_vocab = draft_vocab;
   opt.model.mtp_format = mtp_format;
   opt.model.backend = "cpu";

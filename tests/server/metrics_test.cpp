@@ -21,6 +21,7 @@ TEST_CASE("metrics render in the Prometheus text format", "[unit]") {
   s.state_slots_total = 4;
   s.state_slots_free = 2;
   s.n_preemptions = 3;
+  s.n_graph_replays_total = 1234;
   std::string text = m.render(&s, "tiny");
   CHECK(text.find("voltserve_requests_total{endpoint=\"/v1/chat/completions\",status=\"200\"} 2") != std::string::npos);
   CHECK(text.find("status=\"400\"} 1") != std::string::npos);
@@ -30,6 +31,7 @@ TEST_CASE("metrics render in the Prometheus text format", "[unit]") {
   CHECK(text.find("# TYPE voltserve_num_preemptions_total counter\nvoltserve_num_preemptions_total{model_name=\"tiny\"} 3\n") !=
         std::string::npos);
   CHECK(text.find("voltserve_prompt_tokens_total{model_name=\"tiny\"} 10") != std::string::npos);
+  CHECK(text.find("voltserve_cuda_graph_replays_total{model_name=\"tiny\"} 1234") != std::string::npos);
   CHECK(text.find("voltserve_time_to_first_token_seconds_bucket{le=\"0.025\"} 1") != std::string::npos);
   CHECK(text.find("voltserve_time_to_first_token_seconds_bucket{le=\"+Inf\"} 2") != std::string::npos);
   CHECK(text.find("voltserve_time_to_first_token_seconds_count 2") != std::string::npos);
