@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <string>
 
-#include "common/named_logger.h"
 #include "linear/synthetic.h"
 #include "model/draft_vocab.h"
 #include "model/tensor_names.h"
