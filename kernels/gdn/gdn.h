@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "common/dtype.h"
+#include "common/host_device.h"
 #include "common/host_parallel.h"
 #include "common/kernel_status.h"
 #include "common/step_desc.h"
@@ -45,7 +46,9 @@ struct Weights {
 // its conv and recurrent state are also written to checkpoint (ckpt, t) — rows ckpt * max_ckpt_tokens + t of
 //   conv_ckpt      [n_ckpt * max_ckpt_tokens, conv_dim * (K - 1)]
 //   recurrent_ckpt [n_ckpt * max_ckpt_tokens, n_v_heads * head_k_dim * head_v_dim]
-// A verify item has n_tokens <= max_ckpt_tokens. commit (below) copies a checkpoint back into a slot.
+// Within a recurrent checkpoint row each v-head's dk * dv floats are in the checkpoint layout (ckpt_offset below),
+// not the slot's [dk][dv]. A verify item has n_tokens <= max_ckpt_tokens. commit (below) copies a checkpoint back
+// into a slot (transposing).
 struct State {
   float* conv = nullptr;
   float* recurrent = nullptr;
@@ -53,6 +56,18 @@ struct State {
   float* recurrent_ckpt = nullptr;
   int32_t max_ckpt_tokens = 0;
 };
+
+// Where state entry S[d][e] of one v-head lies inside that head's dk * dv floats of a recurrent checkpoint row:
+// value-column quads outermost, [dv / 4][dk][4], so the recurrent kernel's per-token checkpoint store (a lane's 4
+// consecutive columns of row d, lanes on consecutive rows) is one contiguous 512-byte run per warp instruction,
+// whole 32-byte sectors, where the slot layout [dk][dv] (HF / FLA) would scatter half sectors over 32 rows (2.5x
+// slower on the H200, bench/RESULTS.md). (The reference also takes head_v_dim % 4 != 0: the last columns follow,
+// [dk][dv % 4].)
+VS_HD int64_t ckpt_offset(int32_t dk, int32_t dv, int32_t d, int32_t e) {
+  const int32_t quads = dv / 4 * 4;
+  if (e >= quads) return int64_t{quads} * dk + int64_t{d} * (dv - quads) + (e - quads);
+  return (int64_t{e} / 4 * dk + d) * 4 + e % 4;
+}
 
 enum class Mode {
   kAuto,        // chunked for segments longer than one chunk (64 tokens), token by token otherwise

@@ -338,8 +338,8 @@ VS_HD void recurrent_block(Ctx& ctx, const KernelArgs& a, int32_t j, int32_t seq
         for (int32_t i = 0; i < 4; ++i) {
           const int32_t d = lane + 32 * i;
           if (d < dk) {
-            *reinterpret_cast<F4*>(C + d * dv + e0) = F4{st[i][0], st[i][1], st[i][2], st[i][3]};
-            *reinterpret_cast<F4*>(C + d * dv + e0 + 4) = F4{st[i][4], st[i][5], st[i][6], st[i][7]};
+            *reinterpret_cast<F4*>(C + ckpt_offset(dk, dv, d, e0)) = F4{st[i][0], st[i][1], st[i][2], st[i][3]};
+            *reinterpret_cast<F4*>(C + ckpt_offset(dk, dv, d, e0 + 4)) = F4{st[i][4], st[i][5], st[i][6], st[i][7]};
           }
         }
       }
@@ -700,7 +700,7 @@ VS_HD void chunked_norm_block(Ctx& ctx, const KernelArgs& a, int32_t t, int32_t 
 
 // ---------------------------------------------------------------------------------------------------------------
 // commit_block: block (part, commit): parts 0 .. rec_blocks-1 copy kCommitRecFloats floats each of the recurrent
-// checkpoint row into the slot (float4), the others kCommitConvFloats of the conv checkpoint row. Commits with a
+// checkpoint row into the slot (float4, transposed from the checkpoint layout), the others kCommitConvFloats of the conv checkpoint row. Commits with a
 // negative slot / ckpt or an index outside [0, max_ckpt_tokens) are skipped.
 constexpr int32_t kCommitThreads = 256;
 constexpr int32_t kCommitRecFloats = kCommitThreads * 4 * 4;  // four float4 per thread
@@ -712,11 +712,16 @@ VS_HD void commit_block(Ctx& ctx, const CommitArgs& a, int32_t part, int32_t ci)
   if (c.slot < 0 || c.ckpt < 0 || c.index < 0 || c.index >= a.max_ckpt_tokens) return;
   const int64_t row = static_cast<int64_t>(c.ckpt) * a.max_ckpt_tokens + c.index;
   if (part < a.rec_blocks) {
-    const F4* src = reinterpret_cast<const F4*>(a.rec_ckpt + row * a.state_size);
+    // Written in the slot's order (whole sectors), gathered from the checkpoint layout (gdn.h ckpt_offset).
+    const float* src = a.rec_ckpt + row * a.state_size;
     F4* dst = reinterpret_cast<F4*>(a.rec_state + static_cast<int64_t>(c.slot) * a.state_size);
-    const int64_t n4 = a.state_size / 4;
+    const int64_t n4 = a.state_size / 4, head4 = int64_t{a.head_k_dim} * a.head_v_dim / 4, row4 = a.head_v_dim / 4;
     const int64_t begin = static_cast<int64_t>(part) * (kCommitRecFloats / 4);
-    for (int64_t i = begin + ctx.tid; i < begin + kCommitRecFloats / 4 && i < n4; i += ctx.nthreads) dst[i] = src[i];
+    for (int64_t i = begin + ctx.tid; i < begin + kCommitRecFloats / 4 && i < n4; i += ctx.nthreads) {
+      const int64_t head = i / head4, r = i % head4;
+      const int32_t d = static_cast<int32_t>(r / row4), e = static_cast<int32_t>(r % row4) * 4;
+      dst[i] = *reinterpret_cast<const F4*>(src + head * head4 * 4 + ckpt_offset(a.head_k_dim, a.head_v_dim, d, e));
+    }
   } else {
     const float* src = a.conv_ckpt + row * a.conv_width;
     float* dst = a.conv_state + static_cast<int64_t>(c.slot) * a.conv_width;

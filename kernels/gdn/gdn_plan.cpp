@@ -195,6 +195,8 @@ KernelStatus plan_commit(const Params& p, const State& s, const Commit* commits,
   k.max_ckpt_tokens = s.max_ckpt_tokens;
   k.conv_width = p.conv_state_width();
   k.state_size = p.recurrent_state_size();
+  k.head_k_dim = p.head_k_dim;
+  k.head_v_dim = p.head_v_dim;
   k.commits = commits;
   k.n_commits = n_commits;
   k.rec_blocks = static_cast<int32_t>(ceil_div(k.state_size, kCommitRecFloats));

@@ -144,6 +144,8 @@ struct CommitArgs {
   int32_t max_ckpt_tokens = 0;
   int32_t conv_width = 0;
   int64_t state_size = 0;  // n_v_heads * head_k_dim * head_v_dim (a multiple of 4)
+  int32_t head_k_dim = 0;
+  int32_t head_v_dim = 0;  // a multiple of 8
   const Commit* commits = nullptr;
   int32_t n_commits = 0;
   int32_t rec_blocks = 0;  // blocks of grid.x that copy the recurrent state; the rest copy the conv state

@@ -76,7 +76,12 @@ void delta_rule_sequential(const HeadView& hv, int32_t j, float* S, const OutRow
     for (int32_t d = 0; d < dk; ++d) {
       for (int32_t e = 0; e < dv; ++e) o[e] += S[d * dv + e] * q[d];
     }
-    if (ckpt != nullptr) std::copy_n(S, static_cast<int64_t>(dk) * dv, ckpt + t * ckpt_stride);
+    if (ckpt != nullptr) {  // in the checkpoint layout (gdn.h ckpt_offset)
+      float* ck = ckpt + t * ckpt_stride;
+      for (int32_t d = 0; d < dk; ++d) {
+        for (int32_t e = 0; e < dv; ++e) ck[ckpt_offset(dk, dv, d, e)] = S[d * dv + e];
+      }
+    }
   }
 }
 
@@ -257,8 +262,15 @@ void commit_ref(const Params& p, const State& s, const Commit* commits, int32_t 
     const int64_t row = static_cast<int64_t>(c.ckpt) * s.max_ckpt_tokens + c.index;
     std::copy_n(s.conv_ckpt + row * p.conv_state_width(), p.conv_state_width(),
                 s.conv + static_cast<int64_t>(c.slot) * p.conv_state_width());
-    std::copy_n(s.recurrent_ckpt + row * p.recurrent_state_size(), p.recurrent_state_size(),
-                s.recurrent + static_cast<int64_t>(c.slot) * p.recurrent_state_size());
+    const int32_t dk = p.head_k_dim, dv = p.head_v_dim;
+    for (int32_t j = 0; j < p.n_v_heads; ++j) {
+      const int64_t head = static_cast<int64_t>(j) * dk * dv;
+      const float* src = s.recurrent_ckpt + row * p.recurrent_state_size() + head;
+      float* dst = s.recurrent + static_cast<int64_t>(c.slot) * p.recurrent_state_size() + head;
+      for (int32_t d = 0; d < dk; ++d) {
+        for (int32_t e = 0; e < dv; ++e) dst[d * dv + e] = src[ckpt_offset(dk, dv, d, e)];
+      }
+    }
   }
 }
 

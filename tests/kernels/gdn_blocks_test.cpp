@@ -6,6 +6,8 @@
 #include "kernels/gdn/gdn_blocks.h"
 
 #include <catch2/catch_test_macros.hpp>
+#include <algorithm>
+#include <utility>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -103,6 +105,27 @@ TEST_CASE("gdn sequence rules: token cut, checkpoints, chunked form", "[unit]") 
   CHECK(seq_chunked(Mode::kChunked, 1, false));
   CHECK_FALSE(seq_chunked(Mode::kChunked, 100, true));
   CHECK_FALSE(seq_chunked(Mode::kSequential, 5000, false));
+}
+
+TEST_CASE("gdn checkpoint layout: a bijection on a head's state, whole quads of columns along the rows", "[unit]") {
+  for (const auto& [dk, dv] : {std::pair{128, 128}, {24, 24}, {8, 16}, {16, 10}, {5, 3}, {32, 7}}) {
+    INFO("dk " << dk << " dv " << dv);
+    std::vector<int> hits(static_cast<size_t>(dk * dv), 0);
+    for (int32_t d = 0; d < dk; ++d) {
+      for (int32_t e = 0; e < dv; ++e) {
+        const int64_t o = ckpt_offset(dk, dv, d, e);
+        REQUIRE(o >= 0);
+        REQUIRE(o < int64_t{dk} * dv);
+        ++hits[static_cast<size_t>(o)];
+        // A full quad of columns is contiguous, and row d + 1's quad follows row d's.
+        if (e < dv / 4 * 4) {
+          CHECK(o == ckpt_offset(dk, dv, d, e / 4 * 4) + e % 4);
+          if (d + 1 < dk) CHECK(ckpt_offset(dk, dv, d + 1, e) == o + 4);
+        }
+      }
+    }
+    CHECK(std::count(hits.begin(), hits.end(), 1) == dk * dv);
+  }
 }
 
 TEST_CASE("gdn workspace layout: aligned, disjoint sections", "[unit]") {

@@ -564,15 +564,28 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
       REQUIRE(st.ok());
       const State hs = d.host_state();
       kernels::gdn::commit_ref(p, hs, c.commits.data(), static_cast<int32_t>(c.commits.size()));
-      // A commit is a copy: the backend's slots must equal the backend's own checkpoint rows bit for bit, and the
+      // A commit is a (transposing) copy: the backend's slots must equal the backend's own checkpoint rows bit for bit,
+      // and the
       // reference's slots by normalised error (the checkpoints themselves differ by rounding).
       const std::vector<uint8_t> conv2 = d.d_conv_state.download(), rec2 = d.d_rec_state.download();
       for (const Commit& cm : c.commits) {
         const int64_t row = int64_t{cm.ckpt} * c.max_ckpt_tokens + cm.index;
         const std::string cl = label + " commit slot=" + std::to_string(cm.slot) + " ckpt=" + std::to_string(cm.ckpt) +
                                " index=" + std::to_string(cm.index);
-        all_ok &= report_exact(cl, "commit-recurrent", rec2.data() + cm.slot * ssz * 4, rc.data() + row * ssz * 4,
-                               static_cast<size_t>(ssz) * 4);
+        // The checkpoint row in the slot's layout (gdn.h ckpt_offset).
+        std::vector<uint8_t> row_slot(static_cast<size_t>(ssz) * 4);
+        const int32_t dk = p.head_k_dim, dv = p.head_v_dim;
+        for (int32_t j = 0; j < p.n_v_heads; ++j) {
+          const int64_t head = int64_t{j} * dk * dv;
+          for (int32_t dd = 0; dd < dk; ++dd) {
+            for (int32_t e = 0; e < dv; ++e) {
+              std::memcpy(row_slot.data() + (head + int64_t{dd} * dv + e) * 4,
+                          rc.data() + (row * ssz + head + kernels::gdn::ckpt_offset(dk, dv, dd, e)) * 4, 4);
+            }
+          }
+        }
+        all_ok &= report_exact(cl, "commit-recurrent", rec2.data() + cm.slot * ssz * 4, row_slot.data(),
+                               row_slot.size());
         all_ok &= report_exact(cl, "commit-conv", conv2.data() + cm.slot * csz * 4, cc.data() + row * csz * 4,
                                static_cast<size_t>(csz) * 4);
         ErrAcc ec;
