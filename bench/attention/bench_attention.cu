@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
       cases.push_back({"decode", batch, 1, ctx - 1});
     }
   }
+  // A 1k context (the round benchmarks'): one row, then a k = 7 verify's 8 rows.
+  cases.push_back({"decode", 1, 1, 1023});
+  cases.push_back({"verify", 1, 8, 1024 - 8});
   for (int n : {4, 16}) {
     cases.push_back({"verify", 1, n, 8192 - n});
     if (!quick) cases.push_back({"verify", 8, n, 4096 - n});

@@ -14,11 +14,12 @@
 //    key, then key and value (unchanged) into the paged cache (fp16, or e4m3 of x / scale). Lane l holds dims l + 32 i (coalesced fp32
 //    loads); the rotation partner of a dim lives in another lane, so the normed vector goes through shared memory
 //    (one buffer per warp, __syncwarp).
-// 2. attention_decode_split_kernel  grid (split, kv head, sequence), 256 threads; sequences of <= 16 rows. A block
-//    serves every q vector of the kv head's GQA group for all the sequence's rows over one split of the context
-//    (split-context flash decoding): q groups of 6 (one row's q heads at group 6) one after another, each by all 8
-//    warps as teams over the split's key batches (the split's K/V rows come from DRAM once; later groups of a
-//    verify re-read them from L1/L2). Splits depend on the sequence's own context only (split_plan) and the block
+// 2. attention_decode_split_kernel  grid (split x q group, kv head, sequence), 256 threads; sequences of <= 16
+//    rows. A block serves one group of 6 q vectors of the kv head's GQA group (one row's q heads at group 6) over
+//    one split of the context (split-context flash decoding), by all 8 warps as teams over the split's key batches.
+//    A verify's groups are side-by-side blocks: at a short context the splits alone leave most SMs idle, and at a
+//    long one more blocks keep more K/V reads in flight (the split's rows come from DRAM once, the other groups'
+//    blocks find them mostly in L2). Splits depend on the sequence's own context only (split_plan) and the block
 //    structure not on the row count, so results are batch invariant and a verify row equals plain decoding bit for
 //    bit. Writes per-split partial (max, sum, unnormalised output) per q vector into the workspace.
 // 3. attention_combine_kernel  grid (sequence, row), 256 threads: one warp per q head merges the row's <= 32
@@ -593,7 +594,8 @@ __global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kern
   pdl_start();
   constexpr int32_t kD = 32 * DPL;
   __shared__ float merge[kMergeFloats<DPL>];
-  const int32_t split = static_cast<int32_t>(blockIdx.x);
+  const int32_t split = static_cast<int32_t>(blockIdx.x) % a.splits;
+  const int32_t gi = static_cast<int32_t>(blockIdx.x) / a.splits;  // q group
   const int32_t g = static_cast<int32_t>(blockIdx.y);
   const int32_t s = static_cast<int32_t>(blockIdx.z);
   const Bounds b{a.n_rows, a.max_seq_tokens, a.max_context};
@@ -614,26 +616,25 @@ __global__ void __launch_bounds__(kAttendThreads, 1) attention_decode_split_kern
   task.page_offset = d.page_offset;
   task.key_begin = split * sp.len;
   task.key_end = imin(task.key_begin + sp.len, ctx);
-  // One q group (a row's 6 q heads at group 6) after another, each by all 8 warps as teams: the same block structure
-  // whatever the row count, so a verify row's result equals plain decoding's bit for bit. The K/V rows of the split
-  // come from DRAM once; later groups re-read them from L1/L2.
+  // One q group (a row's 6 q heads at group 6) per block, by all 8 warps as teams: the same block structure whatever
+  // the row count, so a verify row's result equals plain decoding's bit for bit, and a verify's groups run side by
+  // side (blocks of one split read its K/V rows from DRAM once, the others mostly from L2).
   const int32_t groups = (task.nq + kQPerWarp - 1) / kQPerWarp;
-  for (int32_t gi = 0; gi < groups; ++gi) {
-    WarpState<DPL> st;
-    int32_t grp = 0;
-    if (!attend_block<DPL, C>(a, task, TeamLayout{1, kWarps}, gi, merge, st, &grp)) continue;
+  if (gi >= groups) return;
+  WarpState<DPL> st;
+  int32_t grp = 0;
+  if (!attend_block<DPL, C>(a, task, TeamLayout{1, kWarps}, gi, merge, st, &grp)) return;
 #pragma unroll
-    for (int qi = 0; qi < kQPerWarp; ++qi) {
-      const int32_t idx = grp * kQPerWarp + qi;
-      if (idx >= task.nq) continue;
-      const int32_t t = idx / a.group;
-      const int32_t h = g * a.group + idx % a.group;
-      const int64_t part = (static_cast<int64_t>(base + t) * a.splits + split) * a.n_heads + h;
-      store_floats<DPL>(a.part_acc + part * kD + lane * DPL, st.acc[qi]);
-      if (lane == 0) {
-        a.part_ml[2 * part] = st.m[qi];
-        a.part_ml[2 * part + 1] = st.l[qi];
-      }
+  for (int qi = 0; qi < kQPerWarp; ++qi) {
+    const int32_t idx = grp * kQPerWarp + qi;
+    if (idx >= task.nq) continue;
+    const int32_t t = idx / a.group;
+    const int32_t h = g * a.group + idx % a.group;
+    const int64_t part = (static_cast<int64_t>(base + t) * a.splits + split) * a.n_heads + h;
+    store_floats<DPL>(a.part_acc + part * kD + lane * DPL, st.acc[qi]);
+    if (lane == 0) {
+      a.part_ml[2 * part] = st.m[qi];
+      a.part_ml[2 * part + 1] = st.l[qi];
     }
   }
 }

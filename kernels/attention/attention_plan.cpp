@@ -148,7 +148,9 @@ KernelStatus make_plan(const Params& p, const DeviceArgs& a, LaunchPlan* plan) {
   plan->empty = false;
   plan->prep_grid = {static_cast<uint32_t>(a.n_rows),
                      static_cast<uint32_t>(ceil_div(p.n_heads + p.n_kv_heads, kPrepWarps)), 1};
-  plan->decode_grid = {static_cast<uint32_t>(w.splits), static_cast<uint32_t>(p.n_kv_heads),
+  // x: split + splits * q group; the q groups (kQPerWarp q vectors each) of a sequence's rows (<= 16).
+  const int64_t q_groups = ceil_div(int64_t{std::min<int32_t>(kMaxDecodeTokens, a.max_seq_tokens)} * group, kQPerWarp);
+  plan->decode_grid = {static_cast<uint32_t>(w.splits * q_groups), static_cast<uint32_t>(p.n_kv_heads),
                        static_cast<uint32_t>(a.n_seqs)};
   plan->combine_grid = {static_cast<uint32_t>(a.n_seqs),
                         static_cast<uint32_t>(std::min<int32_t>(kMaxDecodeTokens, a.max_seq_tokens)), 1};

@@ -74,7 +74,7 @@ struct LaunchPlan {
   KernelArgs args{};
   bool empty = true;  // nothing to launch (no rows or no sequences)
   Dim3 prep_grid;     // x: row, y: group of kPrepWarps head vectors (n_heads q heads, then n_kv_heads k/v heads)
-  Dim3 decode_grid;   // x: split, y: kv head, z: sequence
+  Dim3 decode_grid;   // x: split + splits * q group (6 q vectors), y: kv head, z: sequence
   Dim3 combine_grid;  // x: sequence, y: row of the sequence
   Dim3 prefill_grid;  // x: tile (rows_per_chunk rows of one sequence; an upper bound), y: kv head
   bool run_prefill = false;  // max_seq_tokens > 16

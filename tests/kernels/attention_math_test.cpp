@@ -272,7 +272,9 @@ TEST_CASE("attention launch plan covers every valid step's sequences", "[unit]")
     for (const SeqDesc& s : seqs) {
       if (s.n_tokens == 0) continue;
       if (s.n_tokens <= kd::kMaxDecodeTokens) {
-        CHECK(static_cast<int32_t>(plan.decode_grid.x) >= kd::split_plan(s.n_past + s.n_tokens).count);
+        // Every (split, q group of 6 q vectors) of the sequence has its block.
+        CHECK(static_cast<int32_t>(plan.decode_grid.x) % w.splits == 0);
+        CHECK(static_cast<int32_t>(plan.decode_grid.x) / w.splits >= (s.n_tokens * 6 + kd::kQPerWarp - 1) / kd::kQPerWarp);
         CHECK(static_cast<int32_t>(plan.combine_grid.y) >= s.n_tokens);
         CHECK(w.splits >= kd::split_plan(s.n_past + s.n_tokens).count);
       }
@@ -280,4 +282,42 @@ TEST_CASE("attention launch plan covers every valid step's sequences", "[unit]")
     CHECK(plan.run_prefill == (max_tokens > kd::kMaxDecodeTokens));
     if (plan.run_prefill) CHECK(static_cast<int32_t>(plan.prefill_grid.x) >= tiles);
   }
+}
+
+TEST_CASE("attention decode grid: one block per split and q group", "[unit]") {
+  const ka::Params p = params(24, 4, 256, 64, 1e7f);  // group 6: one q group per row
+  std::vector<char> ws(64);
+  // grid.x = splits x group blocks for n_seqs sequences of `rows` rows at `ctx` positions.
+  auto grid_x = [&](int32_t n_seqs, int32_t rows, int32_t ctx) {
+    std::vector<SeqDesc> seqs(static_cast<size_t>(n_seqs));
+    for (int32_t i = 0; i < n_seqs; ++i) {
+      SeqDesc& d = seqs[static_cast<size_t>(i)];
+      d.row0 = i * rows;
+      d.n_tokens = rows;
+      d.n_past = ctx - rows;
+      d.slot = i;
+    }
+    ka::DeviceArgs a;
+    a.qg = a.k = a.v = a.q_norm = a.k_norm = reinterpret_cast<const float*>(ws.data());
+    a.k_cache = a.v_cache = a.workspace = a.out = ws.data();
+    a.seqs = seqs.data();
+    a.page_table = reinterpret_cast<const int32_t*>(ws.data());
+    a.qg_stride = 24 * 512;
+    a.k_stride = a.v_stride = 1024;
+    a.out_stride = 24 * 256;
+    a.n_seqs = n_seqs;
+    a.n_rows = n_seqs * rows;
+    a.max_seq_tokens = rows;
+    a.max_context = ctx;
+    a.workspace_bytes = ka::workspace_bytes(p, a.n_rows, n_seqs, a.max_seq_tokens, a.max_context);
+    kd::LaunchPlan plan;
+    REQUIRE(kd::make_plan(p, a, &plan).ok());
+    return static_cast<int32_t>(plan.decode_grid.x);
+  };
+  CHECK(grid_x(1, 1, 1024) == 8);        // 8 splits of 128 positions; one group
+  CHECK(grid_x(1, 8, 1024) == 8 * 8);    // a K = 7 verify: 8 groups side by side
+  CHECK(grid_x(1, 16, 256) == 2 * 16);
+  CHECK(grid_x(1, 4, 8192) == 32 * 4);   // 32 splits (the most)
+  CHECK(grid_x(8, 3, 1024) == 8 * 3);    // sequences are grid.z
+  CHECK(grid_x(1, 17, 1024) == 8 * 16);  // > 16 rows go to the prefill kernel; the decode grid stays bounded
 }
