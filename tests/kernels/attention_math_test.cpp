@@ -226,6 +226,25 @@ TEST_CASE("attention sequence checks reject entries outside the bounds without o
   CHECK_FALSE(kd::seq_is_decode(seq(0, 17, 0)));
 }
 
+namespace {
+
+// Device arguments of a 27B-shaped step over `seqs` for make_plan (pointers into a dummy buffer; n_rows and the
+// bounds are the caller's).
+ka::DeviceArgs plan_args(std::vector<char>& ws, std::vector<SeqDesc>& seqs) {
+  ka::DeviceArgs a;
+  a.qg = a.k = a.v = a.q_norm = a.k_norm = reinterpret_cast<const float*>(ws.data());
+  a.k_cache = a.v_cache = a.workspace = a.out = ws.data();
+  a.seqs = seqs.data();
+  a.page_table = reinterpret_cast<const int32_t*>(ws.data());
+  a.qg_stride = 24 * 512;
+  a.k_stride = a.v_stride = 1024;
+  a.out_stride = 24 * 256;
+  a.n_seqs = static_cast<int32_t>(seqs.size());
+  return a;
+}
+
+}  // namespace
+
 TEST_CASE("attention launch plan covers every valid step's sequences", "[unit]") {
   SplitMix rng(9);
   const ka::Params p = params(24, 4, 256, 64, 1e7f);
@@ -246,15 +265,7 @@ TEST_CASE("attention launch plan covers every valid step's sequences", "[unit]")
       if (s.n_tokens <= kd::kMaxDecodeTokens) decode_rows += s.n_tokens;
       else tiles += (s.n_tokens + kd::rows_per_chunk(6) - 1) / kd::rows_per_chunk(6);
     }
-    ka::DeviceArgs a;
-    a.qg = a.k = a.v = a.q_norm = a.k_norm = reinterpret_cast<const float*>(ws.data());
-    a.k_cache = a.v_cache = a.workspace = a.out = ws.data();
-    a.seqs = seqs.data();
-    a.page_table = reinterpret_cast<const int32_t*>(ws.data());
-    a.qg_stride = 24 * 512;
-    a.k_stride = a.v_stride = 1024;
-    a.out_stride = 24 * 256;
-    a.n_seqs = n_seqs;
+    ka::DeviceArgs a = plan_args(ws, seqs);
     a.n_rows = std::max(1, rows) + static_cast<int32_t>(rng.next() % 3);
     a.max_seq_tokens = max_tokens;
     a.max_context = max_ctx + static_cast<int32_t>(rng.next() % 100);
@@ -297,15 +308,7 @@ TEST_CASE("attention decode grid: one block per split and q group", "[unit]") {
       d.n_past = ctx - rows;
       d.slot = i;
     }
-    ka::DeviceArgs a;
-    a.qg = a.k = a.v = a.q_norm = a.k_norm = reinterpret_cast<const float*>(ws.data());
-    a.k_cache = a.v_cache = a.workspace = a.out = ws.data();
-    a.seqs = seqs.data();
-    a.page_table = reinterpret_cast<const int32_t*>(ws.data());
-    a.qg_stride = 24 * 512;
-    a.k_stride = a.v_stride = 1024;
-    a.out_stride = 24 * 256;
-    a.n_seqs = n_seqs;
+    ka::DeviceArgs a = plan_args(ws, seqs);
     a.n_rows = n_seqs * rows;
     a.max_seq_tokens = rows;
     a.max_context = ctx;
