@@ -263,8 +263,10 @@ class Backend {
   // [T, n_v_heads * head_v_dim]; b, a [T, n_v_heads]; out [T, n_v_heads * head_v_dim] in activation_dtype().
   virtual void gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z,
                          const Tensor& b, const Tensor& a, GdnStateLayer& state, Tensor& out) = 0;
-  // Between steps, after a verify step: copies checkpoint (slot, index) into the slot's state (kernels::gdn::commit).
-  virtual Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) = 0;
+  // Between steps, after a verify step: copies checkpoint (slot, index) into the slot's state of every layer that
+  // has one (layers without a recurrent state, the attention layers' entries, are skipped): kernels::gdn::commit,
+  // one launch for the model's GDN layers.
+  virtual Status gdn_commit(const GdnParams& p, std::span<GdnStateLayer> layers, int32_t slot, int32_t index) = 0;
 
   // Prefix caching, between steps (engine/cache/prefix_cache.h): a slot's GDN state to a snapshot row and back, and
   // one KV page to another (a hit's partial last page, which the new sequence writes on). Checked here; the copy is

@@ -179,10 +179,7 @@ Status Qwen35Model::reset_slot(Qwen35Cache& cache, int32_t slot) const {
 }
 
 Status Qwen35Model::commit(Qwen35Cache& cache, int32_t slot, int32_t index) const {
-  for (auto& g : cache.gdn) {
-    if (!g.recurrent.empty()) VS_RETURN_IF_ERROR(backend_->gdn_commit(gdn_params_, g, slot, index));
-  }
-  return Status::ok();
+  return backend_->gdn_commit(gdn_params_, cache.gdn, slot, index);
 }
 
 Status Qwen35Model::save_state(Qwen35Cache& cache, int32_t slot, int32_t snapshot) const {

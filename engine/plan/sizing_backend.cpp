@@ -126,7 +126,7 @@ Status SizingBackend::end_step(StepResult&) {
   return internal_error("sizing backend: it sizes a model and runs no step");
 }
 
-Status SizingBackend::gdn_commit(const GdnParams&, GdnStateLayer&, int32_t, int32_t) {
+Status SizingBackend::gdn_commit(const GdnParams&, std::span<GdnStateLayer>, int32_t, int32_t) {
   return internal_error("sizing backend: it sizes a model and runs no step");
 }
 

@@ -76,7 +76,7 @@ class SizingBackend final : public Backend {
                        KvCacheLayer&, Tensor&) override {}
   void gdn_layer(const GdnParams&, const GdnWeights&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                  GdnStateLayer&, Tensor&) override {}
-  Status gdn_commit(const GdnParams&, GdnStateLayer&, int32_t, int32_t) override;
+  Status gdn_commit(const GdnParams&, std::span<GdnStateLayer>, int32_t, int32_t) override;
   Status copy_rows(const Tensor&, int64_t, Tensor&, int64_t, int64_t) override;
   void lm_head_outputs(const PreparedLinear&, const Tensor&, Tensor&) override {}
 

@@ -89,7 +89,8 @@ __global__ void __launch_bounds__(kNormThreads) gdn_norm_kernel(KernelArgs a) {
 
 __global__ void __launch_bounds__(kCommitThreads) gdn_commit_kernel(CommitArgs a) {
   DeviceCtx ctx = this_block();
-  commit_block(ctx, a, static_cast<int32_t>(blockIdx.x), static_cast<int32_t>(blockIdx.y));
+  commit_block(ctx, a, static_cast<int32_t>(blockIdx.x), static_cast<int32_t>(blockIdx.y),
+               static_cast<int32_t>(blockIdx.z));
 }
 
 dim3 to_dim3(const Dim3& d) { return dim3(d.x, d.y, d.z); }
@@ -140,10 +141,18 @@ KernelStatus gdn_forward(const Params& p, const DeviceArgs& a) {
   return KernelStatus::Ok();
 }
 
-KernelStatus commit(const Params& p, const State& s, const Commit* commits, int32_t n_commits, void* stream) {
-  CommitPlan plan;
-  if (KernelStatus st = plan_commit(p, s, commits, n_commits, stream, &plan); !st.ok()) return st;
-  return run(&gdn_commit_kernel, plan.copy, plan.k, static_cast<cudaStream_t>(plan.stream));
+KernelStatus commit(const Params& p, const State* layers, int32_t n_layers, const Commit* commits, int32_t n_commits,
+                    void* stream) {
+  if (n_layers < 0) return VS_KERNEL_FAIL(kBadShape, "gdn commit: n_layers must be >= 0");
+  for (int32_t l0 = 0; l0 < n_layers; l0 += kMaxCommitLayers) {
+    CommitPlan plan;
+    const int32_t n = n_layers - l0 < kMaxCommitLayers ? n_layers - l0 : kMaxCommitLayers;
+    if (KernelStatus st = plan_commit(p, layers + l0, n, commits, n_commits, stream, &plan); !st.ok()) return st;
+    if (KernelStatus st = run(&gdn_commit_kernel, plan.copy, plan.k, static_cast<cudaStream_t>(plan.stream)); !st.ok()) {
+      return st;
+    }
+  }
+  return KernelStatus::Ok();
 }
 
 }  // namespace voltserve::kernels::gdn

@@ -141,7 +141,10 @@ size_t workspace_bytes(const Params& p, int32_t n_rows, int32_t n_seqs, int32_t 
 // the kernels and their launch shapes). Sequences with checkpoints, and the others as `mode` decides (kAuto:
 // n_tokens <= 64), run token by token with the state in registers; the rest run the chunked form.
 KernelStatus gdn_forward(const Params& p, const DeviceArgs& a);
-// commits: device array of n_commits entries.
-KernelStatus commit(const Params& p, const State& s, const Commit* commits, int32_t n_commits, void* stream);
+// Applies every commit to each of n_layers layers of one model (a host array of their device states; the same Params
+// and max_ckpt_tokens): one launch per 64 layers, so a verify round's rollback is one kernel rather than one per
+// layer. commits: device array of n_commits entries.
+KernelStatus commit(const Params& p, const State* layers, int32_t n_layers, const Commit* commits, int32_t n_commits,
+                    void* stream);
 
 }  // namespace voltserve::kernels::gdn

@@ -699,22 +699,24 @@ VS_HD void chunked_norm_block(Ctx& ctx, const KernelArgs& a, int32_t t, int32_t 
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// commit_block: block (part, commit): parts 0 .. rec_blocks-1 copy kCommitRecFloats floats each of the recurrent
-// checkpoint row into the slot (float4, transposed from the checkpoint layout), the others kCommitConvFloats of the conv checkpoint row. Commits with a
-// negative slot / ckpt or an index outside [0, max_ckpt_tokens) are skipped.
+// commit_block: block (part, commit, layer): parts 0 .. rec_blocks-1 copy kCommitRecFloats floats each of the layer's
+// recurrent checkpoint row into the slot (float4, transposed from the checkpoint layout), the others
+// kCommitConvFloats of its conv checkpoint row. Commits with a negative slot / ckpt or an index outside
+// [0, max_ckpt_tokens) are skipped.
 constexpr int32_t kCommitThreads = 256;
 constexpr int32_t kCommitRecFloats = kCommitThreads * 4 * 4;  // four float4 per thread
 constexpr int32_t kCommitConvFloats = kCommitThreads * 4;
 
 template <class Ctx>
-VS_HD void commit_block(Ctx& ctx, const CommitArgs& a, int32_t part, int32_t ci) {
+VS_HD void commit_block(Ctx& ctx, const CommitArgs& a, int32_t part, int32_t ci, int32_t layer) {
   const Commit c = a.commits[ci];
+  const CommitLayer& L = a.layers[layer];
   if (c.slot < 0 || c.ckpt < 0 || c.index < 0 || c.index >= a.max_ckpt_tokens) return;
   const int64_t row = static_cast<int64_t>(c.ckpt) * a.max_ckpt_tokens + c.index;
   if (part < a.rec_blocks) {
     // Written in the slot's order (whole sectors), gathered from the checkpoint layout (gdn.h ckpt_offset).
-    const float* src = a.rec_ckpt + row * a.state_size;
-    F4* dst = reinterpret_cast<F4*>(a.rec_state + static_cast<int64_t>(c.slot) * a.state_size);
+    const float* src = L.rec_ckpt + row * a.state_size;
+    F4* dst = reinterpret_cast<F4*>(L.rec_state + static_cast<int64_t>(c.slot) * a.state_size);
     const int64_t n4 = a.state_size / 4, head4 = int64_t{a.head_k_dim} * a.head_v_dim / 4, row4 = a.head_v_dim / 4;
     const int64_t begin = static_cast<int64_t>(part) * (kCommitRecFloats / 4);
     for (int64_t i = begin + ctx.tid; i < begin + kCommitRecFloats / 4 && i < n4; i += ctx.nthreads) {
@@ -723,8 +725,8 @@ VS_HD void commit_block(Ctx& ctx, const CommitArgs& a, int32_t part, int32_t ci)
       dst[i] = *reinterpret_cast<const F4*>(src + head * head4 * 4 + ckpt_offset(a.head_k_dim, a.head_v_dim, d, e));
     }
   } else {
-    const float* src = a.conv_ckpt + row * a.conv_width;
-    float* dst = a.conv_state + static_cast<int64_t>(c.slot) * a.conv_width;
+    const float* src = L.conv_ckpt + row * a.conv_width;
+    float* dst = L.conv_state + static_cast<int64_t>(c.slot) * a.conv_width;
     const int64_t begin = static_cast<int64_t>(part - a.rec_blocks) * kCommitConvFloats;
     for (int64_t i = begin + ctx.tid; i < begin + kCommitConvFloats && i < a.conv_width; i += ctx.nthreads)
       dst[i] = src[i];

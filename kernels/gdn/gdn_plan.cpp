@@ -171,8 +171,8 @@ KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* pla
   return KernelStatus::Ok();
 }
 
-KernelStatus plan_commit(const Params& p, const State& s, const Commit* commits, int32_t n_commits, void* stream,
-                         CommitPlan* plan) {
+KernelStatus plan_commit(const Params& p, const State* layers, int32_t n_layers, const Commit* commits,
+                         int32_t n_commits, void* stream, CommitPlan* plan) {
   if (plan == nullptr) return VS_KERNEL_FAIL(kBadArgument, "gdn commit: plan is null");
   *plan = CommitPlan{};
   if (KernelStatus st = check_params(p); !st.ok()) return st;
@@ -180,19 +180,28 @@ KernelStatus plan_commit(const Params& p, const State& s, const Commit* commits,
   plan->stream = stream;
   if (n_commits == 0) return KernelStatus::Ok();
   if (n_commits > 65535) return VS_KERNEL_FAIL(kUnsupported, "gdn commit: n_commits above the grid limit (65535)");
-  if (commits == nullptr || s.conv == nullptr || s.recurrent == nullptr || s.conv_ckpt == nullptr ||
-      s.recurrent_ckpt == nullptr || s.max_ckpt_tokens <= 0) {
-    return VS_KERNEL_FAIL(kBadArgument, "gdn commit: commits, states, checkpoints and max_ckpt_tokens must be set");
+  if (n_layers < 1 || n_layers > kMaxCommitLayers) {
+    return VS_KERNEL_FAIL(kBadShape, "gdn commit: n_layers must be 1 ..= 64 per launch");
   }
-  if (!aligned(s.recurrent, 16) || !aligned(s.recurrent_ckpt, 16)) {
-    return VS_KERNEL_FAIL(kBadArgument, "gdn commit: recurrent state and checkpoints must be 16-byte aligned");
+  if (commits == nullptr || layers == nullptr) {
+    return VS_KERNEL_FAIL(kBadArgument, "gdn commit: commits and layers must be set");
   }
   CommitArgs& k = plan->k;
-  k.conv_state = s.conv;
-  k.rec_state = s.recurrent;
-  k.conv_ckpt = s.conv_ckpt;
-  k.rec_ckpt = s.recurrent_ckpt;
-  k.max_ckpt_tokens = s.max_ckpt_tokens;
+  k.max_ckpt_tokens = layers[0].max_ckpt_tokens;
+  for (int32_t l = 0; l < n_layers; ++l) {
+    const State& s = layers[l];
+    if (s.conv == nullptr || s.recurrent == nullptr || s.conv_ckpt == nullptr || s.recurrent_ckpt == nullptr ||
+        s.max_ckpt_tokens <= 0) {
+      return VS_KERNEL_FAIL(kBadArgument, "gdn commit: every layer's states, checkpoints and max_ckpt_tokens must be set");
+    }
+    if (s.max_ckpt_tokens != k.max_ckpt_tokens) {
+      return VS_KERNEL_FAIL(kBadShape, "gdn commit: the layers' max_ckpt_tokens differ");
+    }
+    if (!aligned(s.recurrent, 16) || !aligned(s.recurrent_ckpt, 16)) {
+      return VS_KERNEL_FAIL(kBadArgument, "gdn commit: recurrent state and checkpoints must be 16-byte aligned");
+    }
+    k.layers[l] = CommitLayer{s.conv, s.recurrent, s.conv_ckpt, s.recurrent_ckpt};
+  }
   k.conv_width = p.conv_state_width();
   k.state_size = p.recurrent_state_size();
   k.head_k_dim = p.head_k_dim;
@@ -201,7 +210,9 @@ KernelStatus plan_commit(const Params& p, const State& s, const Commit* commits,
   k.n_commits = n_commits;
   k.rec_blocks = static_cast<int32_t>(ceil_div(k.state_size, kCommitRecFloats));
   const uint32_t conv_blocks = ceil_div(k.conv_width, kCommitConvFloats);
-  plan->copy = launch(true, {static_cast<uint32_t>(k.rec_blocks) + conv_blocks, static_cast<uint32_t>(n_commits), 1},
+  plan->copy = launch(true,
+                      {static_cast<uint32_t>(k.rec_blocks) + conv_blocks, static_cast<uint32_t>(n_commits),
+                       static_cast<uint32_t>(n_layers)},
                       kCommitThreads, 0);
   return KernelStatus::Ok();
 }

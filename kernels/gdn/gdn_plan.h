@@ -136,11 +136,19 @@ KernelStatus plan_forward(const Params& p, const DeviceArgs& a, ForwardPlan* pla
 // times the stages one by one; gdn_forward launches all of them).
 KernelStatus launch_stage(const ForwardPlan& plan, Stage stage);
 
-struct CommitArgs {
+// One layer's state and checkpoints in a commit launch (gdn.h State without max_ckpt_tokens, which they share).
+struct CommitLayer {
   float* conv_state = nullptr;
   float* rec_state = nullptr;
   const float* conv_ckpt = nullptr;
   const float* rec_ckpt = nullptr;
+};
+// Layers per commit launch: their pointers travel in the kernel's parameters (64 x 32 bytes, inside the 4 KB every
+// architecture takes); commit() launches once per 64 layers.
+constexpr int32_t kMaxCommitLayers = 64;
+
+struct CommitArgs {
+  CommitLayer layers[kMaxCommitLayers];  // grid.z of the launch indexes them
   int32_t max_ckpt_tokens = 0;
   int32_t conv_width = 0;
   int64_t state_size = 0;  // n_v_heads * head_k_dim * head_v_dim (a multiple of 4)
@@ -153,11 +161,13 @@ struct CommitArgs {
 
 struct CommitPlan {
   CommitArgs k;
-  Launch copy;  // grid (rec_blocks + conv blocks, n_commits)
+  Launch copy;  // grid (rec_blocks + conv blocks, n_commits, n_layers)
   void* stream = nullptr;
 };
 
-KernelStatus plan_commit(const Params& p, const State& s, const Commit* commits, int32_t n_commits, void* stream,
-                         CommitPlan* plan);
+// layers: n_layers (1 ..= kMaxCommitLayers) layers of one model (the same Params and max_ckpt_tokens), host array
+// of device pointers; commits: device array, applied to every layer.
+KernelStatus plan_commit(const Params& p, const State* layers, int32_t n_layers, const Commit* commits,
+                         int32_t n_commits, void* stream, CommitPlan* plan);
 
 }  // namespace voltserve::kernels::gdn

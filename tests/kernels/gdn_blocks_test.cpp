@@ -44,8 +44,8 @@ class EmuBackend final : public cases::Backend {
   KernelStatus forward(const Params& p, const DeviceArgs& a) override {
     return voltserve::test::emulate_forward(p, a, options);
   }
-  KernelStatus commit(const Params& p, const State& s, const Commit* c, int32_t n) override {
-    return voltserve::test::emulate_commit(p, s, c, n);
+  KernelStatus commit(const Params& p, const State* layers, int32_t n_layers, const Commit* c, int32_t n) override {
+    return voltserve::test::emulate_commit(p, layers, n_layers, c, n);
   }
   PlanOptions options;  // e.g. pass_cols: the state-pass width
 
@@ -256,9 +256,11 @@ TEST_CASE("gdn plan checks arguments and shapes the launches", "[unit]") {
 
   CommitPlan cp;
   State st;
-  CHECK(plan_commit(p, st, nullptr, 0, nullptr, &cp).ok());
+  CHECK(plan_commit(p, &st, 1, nullptr, 0, nullptr, &cp).ok());
   CHECK_FALSE(cp.copy.run);
-  CHECK(plan_commit(p, st, nullptr, 1, nullptr, &cp).code == KernelCode::kBadArgument);
+  CHECK(plan_commit(p, &st, 1, nullptr, 1, nullptr, &cp).code == KernelCode::kBadArgument);
+  CHECK(plan_commit(p, &st, 0, nullptr, 1, nullptr, &cp).code == KernelCode::kBadShape);
+  CHECK(plan_commit(p, &st, kMaxCommitLayers + 1, nullptr, 1, nullptr, &cp).code == KernelCode::kBadShape);
 }
 
 TEST_CASE("gdn reduce_scatter16 leaves slot lane/2 on each lane", "[unit]") {
@@ -339,6 +341,14 @@ TEST_CASE("gdn kernel bodies on the CPU emulator match gdn_ref: tiny shapes", "[
       if (c.n_calls == 1) cases::run_batch_invariance(be, sh.name, c);
     }
     seed += 1000;
+  }
+}
+
+TEST_CASE("gdn commit on the CPU emulator: many layers per launch, and above a launch's layers", "[unit]") {
+  EmuBackend be;
+  uint64_t seed = 3000;
+  for (const cases::Shape& sh : cases::tiny_shapes()) {
+    for (int32_t n_layers : {1, 5, kMaxCommitLayers + 2}) cases::run_commit_layers(be, sh.name, sh.p, n_layers, seed++);
   }
 }
 

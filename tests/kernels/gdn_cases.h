@@ -51,7 +51,9 @@ class Backend {
   virtual void download(void* dst, const void* src, size_t bytes) = 0;
   virtual void fill(void* dst, uint8_t byte, size_t bytes) = 0;
   virtual KernelStatus forward(const Params& p, const DeviceArgs& a) = 0;  // returns after the work is done
-  virtual KernelStatus commit(const Params& p, const State& s, const Commit* commits, int32_t n) = 0;
+  // kernels::gdn::commit over n_layers layers (a host array of backend states).
+  virtual KernelStatus commit(const Params& p, const State* layers, int32_t n_layers, const Commit* commits,
+                              int32_t n) = 0;
 };
 
 // The reference's threads: a plain pool over std::thread (the 27B cases would take minutes on one core).
@@ -558,8 +560,9 @@ inline bool run_case(Backend& be, const std::string& shape, const CaseSpec& c) {
       GuardedBuffer& dc = d.d_commits;
       dc.init(be, c.commits.size() * sizeof(Commit));
       dc.upload(c.commits.data());
+      const State ds = d.dev_state();
       const KernelStatus st =
-          be.commit(p, d.dev_state(), static_cast<const Commit*>(dc.ptr()), static_cast<int32_t>(c.commits.size()));
+          be.commit(p, &ds, 1, static_cast<const Commit*>(dc.ptr()), static_cast<int32_t>(c.commits.size()));
       INFO("commit status " << st.message);
       REQUIRE(st.ok());
       const State hs = d.host_state();
@@ -781,6 +784,74 @@ inline std::vector<CaseSpec> mixed_cases(const Params& p, uint64_t seed, bool bi
     cs.push_back(c);
   }
   return cs;
+}
+
+// One commit launch over n_layers layers, each with its own random slots and checkpoints: every layer's slots must
+// equal commit_ref applied to that layer's host copy, bit for bit (a commit is a transposing copy), a commit outside
+// the checkpoint rows is skipped, the other slots stay as they were, and no guard byte changes. n_layers above
+// kernels::gdn::kMaxCommitLayers checks the launches' split.
+inline void run_commit_layers(Backend& be, const char* shape, const Params& p, int32_t n_layers, uint64_t seed) {
+  constexpr int32_t kSlots = 3, kSets = 2, kTokens = 3;
+  const int64_t csz = p.conv_state_width(), ssz = p.recurrent_state_size();
+  struct Layer {
+    GuardedBuffer conv, rec, conv_ckpt, rec_ckpt;
+    std::vector<float> h_conv, h_rec, h_conv_ckpt, h_rec_ckpt;
+  };
+  SplitMix rng(seed);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = static_cast<float>(rng.uniform() * 2.0 - 1.0);
+    return v;
+  };
+  std::vector<Layer> layers(static_cast<size_t>(n_layers));
+  std::vector<State> states;
+  for (Layer& L : layers) {
+    L.h_conv = random(kSlots * csz);
+    L.h_rec = random(kSlots * ssz);
+    L.h_conv_ckpt = random(kSets * kTokens * csz);
+    L.h_rec_ckpt = random(kSets * kTokens * ssz);
+    GuardedBuffer* bufs[] = {&L.conv, &L.rec, &L.conv_ckpt, &L.rec_ckpt};
+    const std::vector<float>* hosts[] = {&L.h_conv, &L.h_rec, &L.h_conv_ckpt, &L.h_rec_ckpt};
+    for (int i = 0; i < 4; ++i) {
+      bufs[i]->init(be, hosts[i]->size() * 4);
+      bufs[i]->upload(hosts[i]->data());
+    }
+    states.push_back({static_cast<float*>(L.conv.ptr()), static_cast<float*>(L.rec.ptr()),
+                      static_cast<float*>(L.conv_ckpt.ptr()), static_cast<float*>(L.rec_ckpt.ptr()), kTokens});
+  }
+  // Slot 2 <- (set 0, token 1), slot 0 <- (set 1, token 2); (slot 1, index kTokens) is outside the rows: skipped.
+  const std::vector<Commit> commits = {{2, 0, 1}, {0, 1, 2}, {1, 0, kTokens}};
+  GuardedBuffer dc;
+  dc.init(be, commits.size() * sizeof(Commit));
+  dc.upload(commits.data());
+  const KernelStatus st = be.commit(p, states.data(), n_layers, static_cast<const Commit*>(dc.ptr()),
+                                    static_cast<int32_t>(commits.size()));
+  INFO("commit status " << st.message);
+  REQUIRE(st.ok());
+  bool all_ok = true;
+  for (int32_t l = 0; l < n_layers; ++l) {
+    Layer& L = layers[static_cast<size_t>(l)];
+    const std::vector<float> conv_before = L.h_conv, rec_before = L.h_rec;
+    const State hs{L.h_conv.data(), L.h_rec.data(), L.h_conv_ckpt.data(), L.h_rec_ckpt.data(), kTokens};
+    kernels::gdn::commit_ref(p, hs, commits.data(), static_cast<int32_t>(commits.size()));
+    const std::string label = std::string("gdn ") + shape + " commit layers=" + std::to_string(n_layers) +
+                              " layer=" + std::to_string(l);
+    const std::vector<uint8_t> conv = L.conv.download(), rec = L.rec.download();
+    all_ok &= report_exact(label, "conv-state", conv.data(), reinterpret_cast<const uint8_t*>(L.h_conv.data()),
+                           conv.size());
+    all_ok &= report_exact(label, "recurrent-state", rec.data(), reinterpret_cast<const uint8_t*>(L.h_rec.data()),
+                           rec.size());
+    // The skipped commit's slot: as before (and the reference must not have touched it either).
+    all_ok &= report_flag(label, "skipped-slot-unchanged",
+                          std::equal(rec_before.begin() + ssz, rec_before.begin() + 2 * ssz, L.h_rec.begin() + ssz) &&
+                              std::equal(conv_before.begin() + csz, conv_before.begin() + 2 * csz,
+                                         L.h_conv.begin() + csz));
+    all_ok &= report_flag(label, "committed-slot-changed",
+                          !std::equal(rec_before.begin(), rec_before.begin() + ssz, L.h_rec.begin()));
+    all_ok &= report_flag(label, "guards", L.conv.guards_ok() && L.rec.guards_ok() && L.conv_ckpt.guards_ok() &&
+                                               L.rec_ckpt.guards_ok());
+  }
+  CHECK(all_ok);
 }
 
 }  // namespace voltserve::test::gdn

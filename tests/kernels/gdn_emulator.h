@@ -11,6 +11,8 @@
 
 #include <ucontext.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -206,12 +208,19 @@ inline kernels::KernelStatus emulate_forward(const kernels::gdn::Params& p, cons
   return kernels::KernelStatus::Ok();
 }
 
-inline kernels::KernelStatus emulate_commit(const kernels::gdn::Params& p, const kernels::gdn::State& s,
-                                            const kernels::gdn::Commit* commits, int32_t n_commits) {
+// As gdn.cu's commit: one launch per kMaxCommitLayers layers.
+inline kernels::KernelStatus emulate_commit(const kernels::gdn::Params& p, const kernels::gdn::State* layers,
+                                            int32_t n_layers, const kernels::gdn::Commit* commits, int32_t n_commits) {
   using namespace kernels::gdn;
-  CommitPlan plan;
-  if (kernels::KernelStatus st = plan_commit(p, s, commits, n_commits, nullptr, &plan); !st.ok()) return st;
-  emulate_launch(plan.copy, [&](EmuCtx& c, int32_t x, int32_t y, int32_t, float*) { commit_block(c, plan.k, x, y); });
+  for (int32_t l0 = 0; l0 < n_layers; l0 += kMaxCommitLayers) {
+    CommitPlan plan;
+    const int32_t n = std::min(n_layers - l0, kMaxCommitLayers);
+    if (kernels::KernelStatus st = plan_commit(p, layers + l0, n, commits, n_commits, nullptr, &plan); !st.ok()) {
+      return st;
+    }
+    emulate_launch(plan.copy,
+                   [&](EmuCtx& c, int32_t x, int32_t y, int32_t z, float*) { commit_block(c, plan.k, x, y, z); });
+  }
   return kernels::KernelStatus::Ok();
 }
 

@@ -70,8 +70,8 @@ class DeviceBackend final : public cases::Backend {
     return synced();
   }
   int32_t pass_cols = 0;  // 0: gdn_forward's own pick
-  KernelStatus commit(const Params& p, const State& s, const Commit* c, int32_t n) override {
-    const KernelStatus st = gdn::commit(p, s, c, n, nullptr);
+  KernelStatus commit(const Params& p, const State* layers, int32_t n_layers, const Commit* c, int32_t n) override {
+    const KernelStatus st = gdn::commit(p, layers, n_layers, c, n, nullptr);
     if (!st.ok()) return st;
     return synced();
   }
@@ -110,6 +110,16 @@ void run_all(const cases::Shape& sh, uint64_t seed) {
 TEST_CASE("gdn gpu 27B shapes: decode, verify, segments, chunked prefill, mixed batches", "[gpu]") {
   REQUIRE_DEVICE();
   run_all(cases::shape_27b(), 9000);
+}
+
+TEST_CASE("gdn gpu commit: a model's layers in one launch, and above a launch's layers", "[gpu]") {
+  REQUIRE_DEVICE();
+  DeviceBackend be;
+  cases::run_commit_layers(be, "27b", cases::shape_27b().p, 48, 9500);
+  uint64_t seed = 9600;
+  for (const cases::Shape& sh : cases::tiny_shapes()) {
+    for (int32_t n_layers : {1, 3, gdn::kMaxCommitLayers + 2}) cases::run_commit_layers(be, sh.name, sh.p, n_layers, seed++);
+  }
 }
 
 TEST_CASE("gdn gpu tiny fixture and awkward shapes", "[gpu]") {

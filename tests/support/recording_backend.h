@@ -89,8 +89,8 @@ class RecordingBackend final : public Backend {
     record("gdn_layer", {qkv, z, b, a, state.conv, state.recurrent, out});
     inner_->gdn_layer(p, w, qkv, z, b, a, state, out);
   }
-  Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) override {
-    return inner_->gdn_commit(p, state, slot, index);
+  Status gdn_commit(const GdnParams& p, std::span<GdnStateLayer> layers, int32_t slot, int32_t index) override {
+    return inner_->gdn_commit(p, layers, slot, index);
   }
   Status copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) override {
     return inner_->copy_rows(src, src_row, dst, dst_row, n_rows);

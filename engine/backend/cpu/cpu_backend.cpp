@@ -335,11 +335,14 @@ void CpuBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor
   kernels::gdn::gdn_ref(p, a);
 }
 
-Status CpuBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) {
-  const kernels::gdn::State view = gdn_state_view(state);
-  VS_RETURN_IF_ERROR(check_gdn_commit(state, view, slot, index, "cpu"));
+Status CpuBackend::gdn_commit(const GdnParams& p, std::span<GdnStateLayer> layers, int32_t slot, int32_t index) {
   const kernels::gdn::Commit c{slot, slot, index};
-  kernels::gdn::commit_ref(p, view, &c, 1);
+  for (GdnStateLayer& state : layers) {
+    if (state.recurrent.empty()) continue;
+    const kernels::gdn::State view = gdn_state_view(state);
+    VS_RETURN_IF_ERROR(check_gdn_commit(state, view, slot, index, "cpu"));
+    kernels::gdn::commit_ref(p, view, &c, 1);
+  }
   return Status::ok();
 }
 

@@ -57,7 +57,7 @@ class CpuBackend final : public Backend {
                        const Tensor& v, KvCacheLayer& cache, Tensor& out) override;
   void gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z, const Tensor& b,
                  const Tensor& a, GdnStateLayer& state, Tensor& out) override;
-  Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) override;
+  Status gdn_commit(const GdnParams& p, std::span<GdnStateLayer> layers, int32_t slot, int32_t index) override;
   Status copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) override;
   void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) override;
 

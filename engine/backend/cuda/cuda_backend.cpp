@@ -263,7 +263,7 @@ class CudaBackend final : public Backend {
                        const Tensor& v, KvCacheLayer& cache, Tensor& out) override;
   void gdn_layer(const GdnParams& p, const GdnWeights& w, const Tensor& qkv, const Tensor& z, const Tensor& b,
                  const Tensor& a, GdnStateLayer& state, Tensor& out) override;
-  Status gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) override;
+  Status gdn_commit(const GdnParams& p, std::span<GdnStateLayer> layers, int32_t slot, int32_t index) override;
   Status copy_rows(const Tensor& src, int64_t src_row, Tensor& dst, int64_t dst_row, int64_t n_rows) override;
   void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) override;
 
@@ -1045,16 +1045,23 @@ void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tenso
   check(kernels::gdn::gdn_forward(p, a), "gdn_layer");
 }
 
-Status CudaBackend::gdn_commit(const GdnParams& p, GdnStateLayer& state, int32_t slot, int32_t index) {
-  const kernels::gdn::State ks = gdn_state_view(state);
-  VS_RETURN_IF_ERROR(check_gdn_commit(state, ks, slot, index, "cuda"));
+Status CudaBackend::gdn_commit(const GdnParams& p, std::span<GdnStateLayer> layers, int32_t slot, int32_t index) {
+  std::vector<kernels::gdn::State> states;
+  states.reserve(layers.size());
+  for (const GdnStateLayer& state : layers) {
+    if (state.recurrent.empty()) continue;
+    states.push_back(gdn_state_view(state));
+    VS_RETURN_IF_ERROR(check_gdn_commit(state, states.back(), slot, index, "cuda"));
+  }
+  if (states.empty()) return Status::ok();
   const kernels::gdn::Commit c{slot, slot, index};
   // From pageable memory the copy stages `c` before it returns (CUDA's documented behaviour for pageable
   // host-to-device copies), so no synchronisation is needed: the stream orders this commit's kernel before the
-  // next layer's copy into d_commit_ and before the next step. (A synchronisation per layer cost ~0.7 ms a round
-  // on a 27B: bench/RESULTS.md.)
+  // next commit's copy into d_commit_ and before the next step. One launch for all the layers: one per layer, each
+  // with its copy, kept the host ~0.3 ms a round on a 27B (bench/RESULTS.md).
   VS_CUDA_RETURN(cudaMemcpyAsync(d_commit_, &c, sizeof(c), cudaMemcpyHostToDevice, stream_));
-  const kernels::KernelStatus s = kernels::gdn::commit(p, ks, d_commit_, 1, stream_);
+  const kernels::KernelStatus s =
+      kernels::gdn::commit(p, states.data(), static_cast<int32_t>(states.size()), d_commit_, 1, stream_);
   if (!s.ok()) return kernel_status(s, "gdn_commit");
   return Status::ok();
 }
