@@ -228,6 +228,9 @@ TEST_CASE("gdn gpu rejects bad arguments with a status", "[gpu]") {
   Params bad = p;
   bad.head_k_dim = 96 + 4;
   CHECK(gdn_forward(bad, a).code == KernelCode::kUnsupported);
-  CHECK(commit(p, State{}, nullptr, 1, nullptr).code == KernelCode::kBadArgument);
-  CHECK(commit(p, State{}, nullptr, 0, nullptr).ok());
+  const State none{};
+  CHECK(commit(p, &none, 1, nullptr, 1, nullptr).code == KernelCode::kBadArgument);
+  CHECK(commit(p, &none, 1, nullptr, 0, nullptr).ok());
+  CHECK(commit(p, nullptr, 0, nullptr, 1, nullptr).ok());  // no layers: nothing to commit
+  CHECK(commit(p, &none, -1, nullptr, 1, nullptr).code == KernelCode::kBadShape);
 }
