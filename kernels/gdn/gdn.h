@@ -104,6 +104,7 @@ struct Commit {
   int32_t ckpt = -1;
   int32_t index = 0;
 };
+// Commits with a negative slot / ckpt or an index outside [0, max_ckpt_tokens) are skipped, as on the device.
 void commit_ref(const Params& p, const State& s, const Commit* commits, int32_t n_commits);
 
 // Device form: every pointer is device memory; out is fp16 (the out_proj input) or fp32.

@@ -259,6 +259,8 @@ void gdn_ref(const Params& p, const RefArgs& a) {
 void commit_ref(const Params& p, const State& s, const Commit* commits, int32_t n_commits) {
   for (int32_t i = 0; i < n_commits; ++i) {
     const Commit& c = commits[i];
+    // Skipped as the device commit skips them (gdn_blocks.h commit_block).
+    if (c.slot < 0 || c.ckpt < 0 || c.index < 0 || c.index >= s.max_ckpt_tokens) continue;
     const int64_t row = static_cast<int64_t>(c.ckpt) * s.max_ckpt_tokens + c.index;
     std::copy_n(s.conv_ckpt + row * p.conv_state_width(), p.conv_state_width(),
                 s.conv + static_cast<int64_t>(c.slot) * p.conv_state_width());
