@@ -148,9 +148,8 @@ KernelStatus commit(const Params& p, const State* layers, int32_t n_layers, cons
     CommitPlan plan;
     const int32_t n = n_layers - l0 < kMaxCommitLayers ? n_layers - l0 : kMaxCommitLayers;
     if (KernelStatus st = plan_commit(p, layers + l0, n, commits, n_commits, stream, &plan); !st.ok()) return st;
-    if (KernelStatus st = run(&gdn_commit_kernel, plan.copy, plan.k, static_cast<cudaStream_t>(plan.stream)); !st.ok()) {
-      return st;
-    }
+    const KernelStatus st = run(&gdn_commit_kernel, plan.copy, plan.k, static_cast<cudaStream_t>(plan.stream));
+    if (!st.ok()) return st;
   }
   return KernelStatus::Ok();
 }

@@ -192,7 +192,8 @@ KernelStatus plan_commit(const Params& p, const State* layers, int32_t n_layers,
     const State& s = layers[l];
     if (s.conv == nullptr || s.recurrent == nullptr || s.conv_ckpt == nullptr || s.recurrent_ckpt == nullptr ||
         s.max_ckpt_tokens <= 0) {
-      return VS_KERNEL_FAIL(kBadArgument, "gdn commit: every layer's states, checkpoints and max_ckpt_tokens must be set");
+      return VS_KERNEL_FAIL(kBadArgument,
+                            "gdn commit: every layer's states, checkpoints and max_ckpt_tokens must be set");
     }
     if (s.max_ckpt_tokens != k.max_ckpt_tokens) {
       return VS_KERNEL_FAIL(kBadShape, "gdn commit: the layers' max_ckpt_tokens differ");

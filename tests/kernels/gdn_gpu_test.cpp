@@ -118,7 +118,9 @@ TEST_CASE("gdn gpu commit: a model's layers in one launch, and above a launch's 
   cases::run_commit_layers(be, "27b", cases::shape_27b().p, 48, 9500);
   uint64_t seed = 9600;
   for (const cases::Shape& sh : cases::tiny_shapes()) {
-    for (int32_t n_layers : {1, 3, gdn::kMaxCommitLayers + 2}) cases::run_commit_layers(be, sh.name, sh.p, n_layers, seed++);
+    for (int32_t n_layers : {1, 3, gdn::kMaxCommitLayers + 2}) {
+      cases::run_commit_layers(be, sh.name, sh.p, n_layers, seed++);
+    }
   }
 }
 
