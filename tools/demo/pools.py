@@ -78,6 +78,17 @@ def is_heldout(key):
     return stable_hash(key) % 100 < HELDOUT_PERCENT
 
 
+RANDOM_LETTER_NAMES = 0.15  # share of training names made of random letters (Pools.person_name)
+
+
+def random_letter_word(rng):
+    """A capitalised word of 3..9 letters drawn uniformly, never one whose text is a held-out value."""
+    while True:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9))).capitalize()
+        if not is_heldout(word):
+            return word
+
+
 def _syllable_word(rng, n_syllables):
     parts = [rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(n_syllables)]
     return "".join(parts).capitalize()
@@ -121,6 +132,10 @@ class Pools:
         return rng.choice(self.pools[name][split])
 
     def person_name(self, rng, split):
+        # Training only: now and then a name of letters drawn at random, so that copying is practised on spellings
+        # (and so tokenizer pieces) no pool produces; the held-out draws, and so the evaluation, are unchanged.
+        if split == "train" and rng.random() < RANDOM_LETTER_NAMES:
+            return random_letter_word(rng) + " " + random_letter_word(rng)
         if rng.random() < 0.2:
             first = self.pick(rng, "real_first" if rng.random() < 0.7 else "first", split)
             return first + " " + self.pick(rng, "real_last" if rng.random() < 0.7 else "last", split)
