@@ -39,7 +39,7 @@ std::vector<LinearSegment> linear_segments(std::span<const kernels::HostWeightRe
 // Device bytes of those segments' buffers, allocator rounding included.
 int64_t linear_bytes(std::span<const kernels::HostWeightRef> parts, kernels::KernelFamily family);
 
-// The M >= 17 dequantization scratch a prepared weight wants for m rows (the largest of its segments').
+// The M >= 65 dequantization scratch a prepared weight wants for m rows (the largest of its segments').
 int64_t linear_scratch_bytes(std::span<const kernels::HostWeightRef> parts, kernels::KernelFamily family, int64_t m);
 
 // The buffers CudaBackend::configure allocates for `limits` (step metadata, per-row results, penalty state), by

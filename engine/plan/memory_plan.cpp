@@ -283,7 +283,7 @@ Result<MemoryPlan> compute_plan(ModelSource& source, const PlanInputs& in) {
        fmt::format("step metadata, per-row results, sampling penalty state of {} slots", in.n_slots));
   item("other workspace", bytes_of(step, Use::kOther), "");
   item("kernel scratch", scratch > 0 ? cuda_layout::alloc_bytes(scratch) : 0,
-       "the largest of attention, GDN, sampling and M >= 17 dequantization scratch for the largest step");
+       "the largest of attention, GDN, sampling and M >= 65 dequantization scratch for the largest step");
   item("CUDA graphs (estimate)", graphs,
        fmt::format("{} graphs x {} kernels (graphs are not captured yet)", n_graphs, graph_nodes), false);
   item("safety margin", margin,

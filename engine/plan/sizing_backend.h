@@ -45,7 +45,7 @@ class SizingBackend final : public Backend {
   const std::map<Use, Tally>& tallies() const { return tallies_; }
   // Adds to a tally (negative: takes back what a probe counted).
   void add(Use use, int64_t bytes, int64_t count = 1);
-  // The largest M >= 17 dequantization scratch of the prepared weights: layer weights at `m_layers` rows, the
+  // The largest M >= 65 dequantization scratch of the prepared weights: layer weights at `m_layers` rows, the
   // output head (lm_head) at `m_head` rows.
   int64_t linear_scratch_bytes(int64_t m_layers, int64_t m_head) const;
   const StepLimits& limits() const { return limits_; }

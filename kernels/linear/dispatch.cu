@@ -1,6 +1,7 @@
-// linear_forward: host-side shape/pointer checks, then the M <= 16 decode kernel of the weight's family, or for
-// M >= 17 fp16 dequantization of row chunks into the caller's workspace followed by a cuBLAS fp16 GEMM (fp32
-// accumulation); dense fp16 weights go to their own decode kernels or straight to cuBLAS (linear_dense.cu).
+// linear_forward: host-side shape/pointer checks, then the M <= 16 decode kernel of the weight's family (over
+// row chunks of 16 up to kMaxStreamRows), or above that fp16 dequantization of weight row chunks into the caller's
+// workspace followed by a cuBLAS fp16 GEMM (fp32 accumulation); dense fp16 weights go to their own decode kernels or
+// straight to cuBLAS (linear_dense.cu).
 // Tested by tests/kernels/linear_gpu_test.cpp.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -41,9 +42,9 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
 // linear_gemm after check().
 KernelStatus gemm(const PackedWeightView& w, const LinearArgs& a) {
   if (a.x_layout != XLayout::kRowMajor) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path takes row-major x");
-  if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a cuBLAS handle");
+  if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path (m above 64) needs a cuBLAS handle");
   if (w.format == WeightFormat::kDense) return dense::gemm_cublas(w, a);
-  if (a.workspace == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: m >= 17 needs a workspace");
+  if (a.workspace == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path (m above 64) needs a workspace");
   const int64_t rows_fit = static_cast<int64_t>(a.workspace_bytes / (static_cast<size_t>(w.k) * 2));
   int64_t chunk = w.n;
   if (rows_fit < w.n) {
@@ -95,10 +96,25 @@ KernelFamily preferred_family(int compute_capability) {
 
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& a) {
   if (KernelStatus s = check(w, a); !s.ok()) return s;
-  if (a.m > kMaxDecodeRows) return gemm(w, a);
+  if (a.m > kMaxStreamRows) return gemm(w, a);
   const bool dense = w.format == WeightFormat::kDense;
-  if (w.family == KernelFamily::kSm80) return dense ? sm80::linear_dense_decode(w, a) : sm80::linear_decode(w, a);
-  return dense ? sm70::linear_dense_decode(w, a) : sm70::linear_decode(w, a);
+  auto decode = [&](const LinearArgs& c) {
+    if (w.family == KernelFamily::kSm80) return dense ? sm80::linear_dense_decode(w, c) : sm80::linear_decode(w, c);
+    return dense ? sm70::linear_dense_decode(w, c) : sm70::linear_decode(w, c);
+  };
+  if (a.m <= kMaxDecodeRows) return decode(a);
+  // Rows of 16 at a time (x row-major here: check() keeps token-chunked x to m <= 16). A row's arithmetic does not
+  // depend on the launch's other rows, so chunking keeps the decode path's batch invariance.
+  const int64_t y_stride = a.y_stride > 0 ? a.y_stride : w.n;
+  for (int64_t r0 = 0; r0 < a.m; r0 += kMaxDecodeRows) {
+    LinearArgs c = a;
+    c.m = std::min(kMaxDecodeRows, a.m - r0);
+    c.x = static_cast<const __half*>(a.x) + r0 * w.k;
+    c.y = a.y_f32 ? static_cast<void*>(static_cast<float*>(a.y) + r0 * y_stride)
+                  : static_cast<void*>(static_cast<__half*>(a.y) + r0 * y_stride);
+    if (KernelStatus s = decode(c); !s.ok()) return s;
+  }
+  return KernelStatus::Ok();
 }
 
 KernelStatus linear_gemm(const PackedWeightView& w, const LinearArgs& a) {

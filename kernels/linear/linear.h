@@ -44,12 +44,12 @@ struct PackedWeightView {
 
 // One call. x: [m, k] fp16 (device), row-major or, for m <= 16, token-chunked (x_layout.h). y: [m, n] row-major,
 // fp32 (default) or fp16. linear_families.h declares what linear_forward dispatches to (for tests and benchmarks).
-// M <= 16 streams the packed weights once through tensor cores (the decode path); M >= 17 dequantizes
-// (a chunk of) W to fp16 in `workspace` and calls cuBLAS (needs cublas_handle and workspace_bytes >=
-// linear_workspace_bytes(w, m)). Dense weights: M <= 16 streams the fp16 rows once through tensor cores
-// (linear_dense_sm70.cu / linear_dense_sm80.cu); M >= 17 calls cuBLAS on the weight itself (needs cublas_handle,
-// no workspace), then multiplies the rows by channel_scales when there are any (with fp16 output that rounds twice,
-// and the unscaled sum must fit fp16).
+// M <= 16 streams the packed weights once through tensor cores (the decode path); 17 <= M <= 64 (kMaxStreamRows:
+// speculative verify steps, short prefill chunks) runs the decode path over row chunks of 16, streaming the weights
+// once per chunk; M >= 65 dequantizes (a chunk of) W to fp16 in `workspace` and calls cuBLAS (needs cublas_handle
+// and workspace_bytes >= linear_workspace_bytes(w, m)). Dense weights the same way, except that M >= 65 calls cuBLAS
+// on the weight itself (needs cublas_handle, no workspace), then multiplies the rows by channel_scales when there are
+// any (with fp16 output that rounds twice, and the unscaled sum must fit fp16).
 struct LinearArgs {
   const void* x = nullptr;  // __half*
   int64_t m = 0;
@@ -70,13 +70,17 @@ struct LinearArgs {
 };
 
 inline constexpr int64_t kMaxDecodeRows = 16;
+// Up to this many rows linear_forward streams the weights (ceil(m / 16) decode launches) instead of dequantizing
+// for cuBLAS: 64 verify rows (e.g. batch 8 at k = 7) read the weights 4 times, still several times cheaper than the
+// fp16 dequantization, and every row stays bit-identical to decoding it alone (bench/RESULTS.md).
+inline constexpr int64_t kMaxStreamRows = 64;
 
-// Bytes of workspace the M >= 17 path wants (0 for m <= 16 and for dense weights). Smaller workspaces still work
+// Bytes of workspace the M >= 65 path wants (0 for m <= kMaxStreamRows and for dense weights). Smaller workspaces still work
 // (the weight is processed in row chunks) as long as one chunk of 256 rows fits.
 size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m);
 
 // y = x · W^T. Checks shapes and pointers on the host, then launches on args.stream.
-// Batch invariance (M <= 16): a token's output row is bit-identical whatever m is
+// Batch invariance (M <= kMaxStreamRows): a token's output row is bit-identical whatever m is
 // and whatever the other rows hold, so verifying k + 1 speculative tokens reproduces plain decoding exactly.
 KernelStatus linear_forward(const PackedWeightView& w, const LinearArgs& args);
 

@@ -1,5 +1,5 @@
 // Dense fp16 weights (WeightFormat::kDense) outside the decode kernels: the checks shared by both families' decode
-// entry points, and the M >= 17 path: one cuBLAS fp16 GEMM straight on the row-major weight (no dequantization, no
+// entry points, and the GEMM path (M >= 65): one cuBLAS fp16 GEMM straight on the row-major weight (no dequantization, no
 // workspace), followed by a per-row multiply when the weight carries channel scales. Portable: no arch-specific
 // instructions (scripts/check-sm70.sh assembles it for sm_70). Tested by tests/kernels/linear_gpu_test.cpp.
 #include <cublas_v2.h>
@@ -55,7 +55,7 @@ KernelStatus check_decode(const PackedWeightView& w, const LinearArgs& a, Kernel
 }
 
 KernelStatus gemm_cublas(const PackedWeightView& w, const LinearArgs& a) {
-  if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: dense m >= 17 needs a cuBLAS handle");
+  if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: the dense GEMM path (m above 64) needs a cuBLAS handle");
   if (a.x_layout != XLayout::kRowMajor) return VS_KERNEL_FAIL(kBadArgument, "linear: the dense GEMM path takes row-major x");
   if (a.m > (int64_t{1} << 30)) return VS_KERNEL_FAIL(kBadShape, "linear: m too large");
   auto handle = static_cast<cublasHandle_t>(a.cublas_handle);

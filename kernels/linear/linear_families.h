@@ -8,7 +8,7 @@
 
 namespace voltserve::kernels {
 
-// The M >= 17 path at any m: NVFP4/FP8 row chunks dequantized to fp16 in the workspace, then cuBLAS; dense weights
+// linear_forward's M >= 65 path, at any m: NVFP4/FP8 row chunks dequantized to fp16 in the workspace, then cuBLAS; dense weights
 // straight to cuBLAS. x row-major.
 KernelStatus linear_gemm(const PackedWeightView& w, const LinearArgs& args);
 

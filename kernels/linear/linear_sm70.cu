@@ -1,5 +1,5 @@
 // sm70 family (Volta and newer): M = 1..16 weight-streaming linear with mma.m8n8k4 (f16 x f16 -> f32) and
-// f16x2 multiplies only (no ldmatrix, cp.async or bf16), and the fp16 dequantization for the M >= 17 path.
+// f16x2 multiplies only (no ldmatrix, cp.async or bf16), and the fp16 dequantization for the GEMM path (M >= 65).
 // scripts/check-sm70.sh assembles this file for sm_70 and asserts HMMA.884 in the weight kernels; tests
 // (tests/kernels/linear_gpu_test.cpp) run it on any GPU against linear_ref on dequantized weights.
 //

@@ -1,6 +1,6 @@
 // sm80 family (Ampere and newer): M = 1..16 weight-streaming linear with mma.m16n8k16 (weights as the A
-// operand, 16 rows x 16 k; activations as B, 8 tokens), and the fp16 dequantization used by the M >= 17
-// path. Tested by tests/kernels/linear_gpu_test.cpp against linear_ref on dequantized weights.
+// operand, 16 rows x 16 k; activations as B, 8 tokens), and the fp16 dequantization used by the GEMM path
+// (M >= 65). Tested by tests/kernels/linear_gpu_test.cpp against linear_ref on dequantized weights.
 //
 // Layout (prepack.h, kSm80; sm80_kmap.h): per 16-row tile and 32-byte k-block, lane (g, t) loads 16 bytes, an
 // 8-byte run of rows g and g+8. For NVFP4 that is k in [16t, 16t+16) of one 64-wide k-block, i.e. exactly one

@@ -630,7 +630,7 @@ TEST_CASE("linear gpu rejects bad arguments with a status", "[gpu]") {
   a.y = dy.p;
   a.m = 0;
   CHECK(linear_forward(v, a).code == KernelCode::kBadShape);
-  a.m = 17;  // needs cuBLAS + workspace
+  a.m = kMaxStreamRows + 1;  // needs cuBLAS + workspace
   CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   a.m = 4;
   a.x = nullptr;
@@ -939,7 +939,7 @@ TEST_CASE("linear gpu dense rejects bad arguments with a status", "[gpu]") {
   REQUIRE_DEVICE(cc);
   Context ctx;
   auto w = make_dense(32, 64, false, 2300);
-  DeviceBuffer dx(64 * 2 * 32), dy(32 * 4 * 32);
+  DeviceBuffer dx(64 * 2 * (kMaxStreamRows + 1)), dy(32 * 4 * (kMaxStreamRows + 1));
   LinearArgs a;
   a.x = dx.p;
   a.y = dy.p;
@@ -954,7 +954,7 @@ TEST_CASE("linear gpu dense rejects bad arguments with a status", "[gpu]") {
   bad.k = 40;  // k must be a multiple of 16
   CHECK(linear_forward(bad, a).code == KernelCode::kBadShape);
   for (int t : {1, 3, 12, 32}) CHECK(sm70::linear_dense_decode(v, a, t).code == KernelCode::kBadArgument);
-  a.m = 17;  // needs a cuBLAS handle (no workspace)
+  a.m = kMaxStreamRows + 1;  // needs a cuBLAS handle (no workspace)
   CHECK(linear_forward(v, a).code == KernelCode::kBadArgument);
   a.cublas_handle = ctx.cublas;
   CHECK(linear_forward(v, a).ok());
@@ -973,7 +973,7 @@ TEST_CASE("linear gpu dense rejects bad arguments with a status", "[gpu]") {
 
 // A weight's output as a column range of a wider one (LinearArgs::y_stride, the merged-output views of the CUDA
 // backend): the same values as a contiguous output, bit for bit, and the columns outside the range untouched, on
-// the decode path and the M >= 17 path of every format.
+// the decode path, its row chunks (17 <= M <= 64) and the M >= 65 path of every format.
 TEST_CASE("linear gpu y_stride writes a column range of a wider output", "[gpu]") {
   int cc = 0;
   if (!have_device(&cc)) SKIP("no CUDA device");
@@ -983,7 +983,7 @@ TEST_CASE("linear gpu y_stride writes a column range of a wider output", "[gpu]"
   const auto f8 = make_weight(WeightFormat::kFp8, n, k, true, 32);
   const auto de = make_dense(n, k, true, 33);
   for (KernelFamily fam : families_of(cc)) {
-    for (int64_t m : {int64_t{3}, int64_t{16}, int64_t{20}}) {
+    for (int64_t m : {int64_t{3}, int64_t{16}, int64_t{20}, int64_t{72}}) {
       for (int which = 0; which < 3; ++which) {
         const PackedWeightView v = which == 0 ? nv->view(fam) : which == 1 ? f8->view(fam) : de->view(fam);
         SplitMix rng(static_cast<uint64_t>(100 + m + which));
@@ -1026,6 +1026,66 @@ TEST_CASE("linear gpu y_stride writes a column range of a wider output", "[gpu]"
                     differ == 0 && touched == 0 ? "ok" : "FAIL");
         CHECK(differ == 0);
         CHECK(touched == 0);
+      }
+    }
+  }
+}
+
+// Batch invariance above 16 rows (17 <= m <= kMaxStreamRows, speculative verify steps of several sequences): the
+// decode path runs in row chunks of 16, so every row of a 64-row launch must equal, bit for bit, that row decoded
+// alone and the first m rows of shorter launches, for every format and family.
+TEST_CASE("linear gpu row chunks up to 64 rows are batch invariant (bitwise)", "[gpu]") {
+  REQUIRE_DEVICE(cc);
+  Context ctx;
+  const int64_t shapes[][2] = {{1024, 5120}, {5136, 1104}, {10240, 5120}};
+  uint64_t seed = 1700;
+  for (const auto& s : shapes) {
+    for (int which = 0; which < 3; ++which) {
+      std::unique_ptr<TestWeight> q;
+      std::unique_ptr<DenseWeight> d;
+      if (which == 2) {
+        d = make_dense(s[0], s[1], true, seed++);
+      } else {
+        q = make_weight(which == 0 ? WeightFormat::kNvfp4 : WeightFormat::kFp8, s[0], s[1], which == 1, seed++);
+      }
+      auto view = [&](KernelFamily fam) { return q ? q->view(fam) : d->view(fam); };
+      const int64_t n = s[0], k = s[1];
+      SplitMix rng(seed * 7);
+      std::vector<uint16_t> xh(static_cast<size_t>(kMaxStreamRows * k));
+      std::vector<float> xf(xh.size());
+      voltserve::test::fill_activations(xh, xf, rng);
+      DeviceBuffer dx(xh.size() * 2), dy(static_cast<size_t>(kMaxStreamRows * n) * 4);
+      REQUIRE((dx.p != nullptr && dy.p != nullptr));
+      // Rows [row0, row0 + m) of x, launched on their own.
+      auto run = [&](KernelFamily fam, int64_t row0, int64_t m) {
+        CUDA_REQUIRE(cudaMemcpy(dx.p, xh.data() + row0 * k, static_cast<size_t>(m * k) * 2,
+                                cudaMemcpyHostToDevice));
+        LinearArgs a;
+        a.x = dx.p;
+        a.m = m;
+        a.y = dy.p;
+        a.cublas_handle = ctx.cublas;  // not needed up to kMaxStreamRows: a wrong dispatch would still run
+        a.workspace = ctx.workspace->p;
+        a.workspace_bytes = ctx.workspace->bytes;
+        const KernelStatus st = linear_forward(view(fam), a);
+        INFO("status " << st.message);
+        REQUIRE(st.ok());
+        std::vector<float> y(static_cast<size_t>(m * n));
+        CUDA_REQUIRE(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost));
+        return y;
+      };
+      for (KernelFamily fam : families_of(cc)) {
+        const std::vector<float> y64 = run(fam, 0, kMaxStreamRows);
+        const std::pair<int64_t, int64_t> runs[] = {{0, 17}, {0, 33}, {0, 40}, {16, 1}, {40, 1}, {63, 1}, {47, 17}};
+        for (const auto& [row0, m] : runs) {
+          const std::vector<float> ym = run(fam, row0, m);
+          const bool same = std::memcmp(ym.data(), y64.data() + row0 * n, ym.size() * 4) == 0;
+          std::printf("linear row-chunk invariance %s n=%lld k=%lld fam=%s rows %lld..%lld vs 64 %s\n",
+                      weight_format_name(view(fam).format), static_cast<long long>(n),
+                      static_cast<long long>(k), family_name(fam), static_cast<long long>(row0),
+                      static_cast<long long>(row0 + m - 1), same ? "same" : "DIFFERENT");
+          CHECK(same);
+        }
       }
     }
   }

@@ -333,7 +333,7 @@ class CudaBackend final : public Backend {
   cuda::DeviceMemory memory_;
   StepLimits limits_;
   bool configured_ = false;
-  size_t linear_ws_rows_bytes_ = 0;  // the largest M >= 17 scratch any weight wants at max_tokens
+  size_t linear_ws_rows_bytes_ = 0;  // the largest M >= 65 scratch any weight wants at max_tokens
   void* scratch_ = nullptr;
   size_t scratch_bytes_ = 0;
   int64_t n_weights_ = 0;

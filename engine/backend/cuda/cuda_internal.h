@@ -49,7 +49,7 @@ class CudaLinear final : public PreparedLinear {
   int64_t k() const override { return k_; }
   int64_t bytes() const override { return bytes_; }
   const std::vector<Segment>& segments() const { return segments_; }
-  // Bytes of scratch the M >= 17 path of its segments wants for m rows.
+  // Bytes of scratch the M >= 65 path of its segments wants for m rows.
   size_t workspace_bytes(int64_t m) const;
 
   std::vector<Segment> segments_;
