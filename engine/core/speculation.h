@@ -33,13 +33,14 @@ class SpecState {
   // answer) than a real model.
   bool flat_near_full() const;
 
-  // Fitted to rounds measured on the H200, 27B NVFP4 shape (bench/RESULTS.md, 2026-12-02 fifth session): a draft
+  // Fitted to rounds measured on the H200, 27B NVFP4 shape (bench/RESULTS.md, 2026-12-03 second session): a draft
   // step with the defaults (NVFP4 MTP layer, whole-vocabulary BF16 head) is 0.10 of a plain step (0.025 with
-  // --draft-vocab 32768); a verify row per running sequence 0.065 of a plain step at batch 1, 0.04 at batch 8 up to
-  // 16 rows and 0.074 past them (the linear kernels' streaming limit). 0.05 puts the model within ~15% of the
-  // measured rounds at k = 1..15, batch 1, and k = 1, 3, batch 8.
+  // --draft-vocab 32768); a verify row per running sequence ~0.03 of a plain step at batch 1 (k = 7: 1.38x with the
+  // 32k draft vocabulary) and at batch 8 (k = 1, 3, 7: 1.19x, 1.66x, 2.47x), the linear layers streaming their
+  // weights once per 16 verify rows up to 64 (kernels/linear) — past 64 rows they dequantize for cuBLAS and a round
+  // costs more than this model says.
   static constexpr double kDraftCost = 0.10;
-  static constexpr double kVerifyCost = 0.05;
+  static constexpr double kVerifyCost = 0.03;
   static constexpr int32_t kProbeEvery = 16;
   static constexpr int32_t kFlatMinRounds = 32;
   static constexpr int32_t kFlatMinDrafts = 64;
