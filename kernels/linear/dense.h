@@ -1,6 +1,6 @@
 // Host side of the dense fp16 path (WeightFormat::kDense) shared by the dispatcher and both families' decode entry
-// points (linear_dense.cu): the argument checks of the decode kernels and the GEMM path (M >= 65) (cuBLAS on the fp16
-// weight, then per-row channel scales). Tested through tests/kernels/linear_gpu_test.cpp.
+// points (linear_dense.cu): the argument checks of the decode kernels and the GEMM path, M >= 65 (cuBLAS on the
+// fp16 weight, then per-row channel scales). Tested through tests/kernels/linear_gpu_test.cpp.
 #pragma once
 
 #include "linear/linear.h"

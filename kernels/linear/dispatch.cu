@@ -42,9 +42,13 @@ KernelStatus check(const PackedWeightView& w, const LinearArgs& a) {
 // linear_gemm after check().
 KernelStatus gemm(const PackedWeightView& w, const LinearArgs& a) {
   if (a.x_layout != XLayout::kRowMajor) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path takes row-major x");
-  if (a.cublas_handle == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path (m above 64) needs a cuBLAS handle");
+  if (a.cublas_handle == nullptr) {
+    return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path (m above 64) needs a cuBLAS handle");
+  }
   if (w.format == WeightFormat::kDense) return dense::gemm_cublas(w, a);
-  if (a.workspace == nullptr) return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path (m above 64) needs a workspace");
+  if (a.workspace == nullptr) {
+    return VS_KERNEL_FAIL(kBadArgument, "linear: the GEMM path (m above 64) needs a workspace");
+  }
   const int64_t rows_fit = static_cast<int64_t>(a.workspace_bytes / (static_cast<size_t>(w.k) * 2));
   int64_t chunk = w.n;
   if (rows_fit < w.n) {

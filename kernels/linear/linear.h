@@ -75,8 +75,8 @@ inline constexpr int64_t kMaxDecodeRows = 16;
 // fp16 dequantization, and every row stays bit-identical to decoding it alone (bench/RESULTS.md).
 inline constexpr int64_t kMaxStreamRows = 64;
 
-// Bytes of workspace the M >= 65 path wants (0 for m <= kMaxStreamRows and for dense weights). Smaller workspaces still work
-// (the weight is processed in row chunks) as long as one chunk of 256 rows fits.
+// Bytes of workspace the M >= 65 path wants (0 for m <= kMaxStreamRows and for dense weights). Smaller workspaces
+// still work (the weight is processed in row chunks) as long as one chunk of 256 rows fits.
 size_t linear_workspace_bytes(const PackedWeightView& w, int64_t m);
 
 // y = x · W^T. Checks shapes and pointers on the host, then launches on args.stream.

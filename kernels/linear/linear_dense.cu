@@ -1,7 +1,7 @@
 // Dense fp16 weights (WeightFormat::kDense) outside the decode kernels: the checks shared by both families' decode
-// entry points, and the GEMM path (M >= 65): one cuBLAS fp16 GEMM straight on the row-major weight (no dequantization, no
-// workspace), followed by a per-row multiply when the weight carries channel scales. Portable: no arch-specific
-// instructions (scripts/check-sm70.sh assembles it for sm_70). Tested by tests/kernels/linear_gpu_test.cpp.
+// entry points, and the GEMM path (M >= 65): one cuBLAS fp16 GEMM straight on the row-major weight (no
+// dequantization, no workspace), followed by a per-row multiply when the weight carries channel scales. Portable:
+// no arch-specific instructions (scripts/check-sm70.sh assembles it for sm_70). Tested by tests/kernels/linear_gpu_test.cpp.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
