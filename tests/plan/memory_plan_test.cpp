@@ -316,7 +316,10 @@ TEST_CASE("cuda_layout merges quantized parts only when every part but the last 
   d.n = 8;
   const std::vector<kernels::HostWeightRef> mixed = {a, b, d};
   CHECK(cuda_layout::linear_segments(mixed, kernels::KernelFamily::kSm80).size() == 2);
-  CHECK(cuda_layout::linear_scratch_bytes(mixed, kernels::KernelFamily::kSm80, 64) == 68 * 64 * 2);
+  // Only the GEMM path (more rows than kernels::kMaxStreamRows) dequantizes into scratch.
+  CHECK(cuda_layout::linear_scratch_bytes(mixed, kernels::KernelFamily::kSm80, kernels::kMaxStreamRows + 1) ==
+        68 * 64 * 2);
+  CHECK(cuda_layout::linear_scratch_bytes(mixed, kernels::KernelFamily::kSm80, kernels::kMaxStreamRows) == 0);
   CHECK(cuda_layout::linear_scratch_bytes(mixed, kernels::KernelFamily::kSm80, 16) == 0);
 }
 
