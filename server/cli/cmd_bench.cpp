@@ -53,6 +53,10 @@ struct EngineBenchArgs {
   bool no_pdl = false;
   bool json = false;
   int32_t speculative_k = 0;  // decode: MTP drafts per round (0: plain decoding)
+  float temperature = 0.0f;   // decode: the requests' sampling (0: greedy)
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float presence_penalty = 0.0f;
 };
 
 [[noreturn]] void fail(const std::string& message, int code) { cli::fail("bench", message, code); }
@@ -148,7 +152,11 @@ void run_decode(const EngineBenchArgs& a) {
     r.prompt_ids = bench_prompt(a.context, info.n_vocab_real, static_cast<uint64_t>(b));
     r.max_new_tokens = a.tokens;
     r.ignore_eos = true;
-    r.sampling.temperature = 0.0f;
+    r.sampling.temperature = a.temperature;
+    r.sampling.top_p = a.top_p;
+    r.sampling.top_k = a.top_k;
+    r.sampling.presence_penalty = a.presence_penalty;
+    r.sampling.seed = static_cast<uint64_t>(b) + 1;
     requests.push_back(std::move(r));
   }
   std::chrono::steady_clock::time_point t0;
@@ -180,6 +188,8 @@ void run_decode(const EngineBenchArgs& a) {
   out["context"] = a.context;
   out["batch"] = a.batch;
   out["tokens"] = a.tokens;
+  out["sampling"] = {{"temperature", a.temperature}, {"top_p", a.top_p}, {"top_k", a.top_k},
+                     {"presence_penalty", a.presence_penalty}};
   out["cuda_graphs"] = !a.no_cuda_graphs && !a.op_timing;
   out["pdl"] = !a.no_pdl;
   out["ms_per_token"] = ms_per_token;
@@ -328,6 +338,12 @@ void register_bench_command(CLI::App& app) {
   decode->add_option("--context", decode_args->context, "Tokens in the cache when decoding starts (default 1024)");
   decode->add_option("--tokens", decode_args->tokens, "Tokens generated per sequence (default 64)");
   decode->add_option("--batch", decode_args->batch, "Sequences decoded together (default 1)");
+  decode->add_option("--temperature", decode_args->temperature, "Sampling temperature of the requests (default 0: greedy)")
+      ->check(CLI::Range(0.0f, 2.0f));
+  decode->add_option("--top-p", decode_args->top_p, "Sampling top_p (default 1)")->check(CLI::Range(0.0f, 1.0f));
+  decode->add_option("--top-k", decode_args->top_k, "Sampling top_k (default 0: off)")->check(CLI::NonNegativeNumber);
+  decode->add_option("--presence-penalty", decode_args->presence_penalty, "Sampling presence_penalty (default 0)")
+      ->check(CLI::Range(-2.0f, 2.0f));
   decode->add_option("--speculative-k", decode_args->speculative_k,
                      "Time speculative rounds of K MTP drafts + the verify step (default 0: plain decoding); the "
                      "model needs an MTP head (the synthetic configs have one)")
