@@ -1,6 +1,7 @@
 // Speculative decoding's acceptance rule over one verify item (MODEL.md §4.4, DESIGN.md §5): the target's logits at
 // the k + 1 rows of [last token, d1..dk], the k drafts, and the request's sampling parameters per row. The reference
-// (accept_ref.cpp, CUDA-free) is the CPU backend's verifier and the oracle of a device kernel to come; tested in
+// (accept_ref.cpp, CUDA-free) is the CPU backend's verifier and the oracle of the device sampler's draft rows
+// (RowParams::draft; tests/kernels/sampling_math_test.cpp, sampling_gpu_test.cpp); tested in
 // tests/kernels/sampling_accept_test.cpp (exact distributions, chi-square against plain sampling, broken rules).
 //
 // Row j (0 <= j <= k) is processed as sample_ref processes a row (sampling.h: bias, penalties, greedy or
@@ -49,25 +50,18 @@ struct AcceptArgs {
 // or bonus) unless a row's status says otherwise.
 int32_t accept_drafts_ref(const AcceptArgs& a);
 
-// Whether a verify item's rows can be decided from independent samples: every row greedy and without penalties.
-// Then row j's processed logits do not depend on the drafts before it (bias is per request, the penalty counts are
-// not read), so the rule above for the item is: take every row's argmax in parallel (the device sampler, as it
-// samples any greedy row), then walk them with accept_greedy_samples. No logits leave the device.
-inline bool rows_decide_independently(const RowParams* rows, int32_t n) {
-  for (int32_t j = 0; j < n; ++j) {
-    const RowParams& r = rows[j];
-    if (r.temperature > 0.0f || r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f ||
-        r.repetition_penalty != 1.0f) {
-      return false;
-    }
-  }
-  return true;
-}
+// The device form. Row j's processed logits depend on the drafts before it only through the penalty counts of
+// d1..dj, which are known before any verdict; its verdict on d_{j+1} uses only its own draws (seed, draw_index).
+// So every row is judged at once by the device sampler — row j < k as a draft row of d_{j+1} (RowParams::draft)
+// whose penalties count d1..dj on top of the slot's state (RowParams::pending_*), the bonus row k as any sampled
+// row — each emitting what the rule above emits there if the run reaches it; accept_judged_rows then finds the run,
+// and the accepted drafts are counted into the slot's state (count_generated). No logits leave the device.
 
-// The walk over the k + 1 rows' greedy samples (token[j], status[j] as the sampler gave them): row j's token stands
-// while it equals d_{j+1}; the first row that differs is the correction, k accepted rows end with the bonus, and a
-// failed row (NaN, nothing samplable) ends the item there. Rows past the end become kRowNotReached with token -1.
-// Returns the accepted count, as accept_drafts_ref does for such rows.
-int32_t accept_greedy_samples(int32_t n_drafts, const int32_t* drafts, int32_t* token, int32_t* status);
+// The walk over the k + 1 judged rows (token[j], status[j] as the sampler gave them, row j < k judging d_{j+1}): row
+// j's token stands while it equals d_{j+1} (a judged row emits its draft exactly when it accepts it); the first row
+// that differs is the correction, k accepted rows end with the bonus, and a failed row (NaN, nothing samplable) ends
+// the item there. Rows past the end become kRowNotReached with token -1. Returns the accepted count, as
+// accept_drafts_ref does for such rows.
+int32_t accept_judged_rows(int32_t n_drafts, const int32_t* drafts, int32_t* token, int32_t* status);
 
 }  // namespace voltserve::kernels::sampling

@@ -101,7 +101,7 @@ int32_t accept_drafts_ref(const AcceptArgs& a) {
   return k;
 }
 
-int32_t accept_greedy_samples(int32_t n_drafts, const int32_t* drafts, int32_t* token, int32_t* status) {
+int32_t accept_judged_rows(int32_t n_drafts, const int32_t* drafts, int32_t* token, int32_t* status) {
   const int32_t k = std::max(n_drafts, 0);
   int32_t end = k;  // the row that emits the run's last token
   for (int32_t j = 0; j < k; ++j) {

@@ -19,8 +19,14 @@
 //   level one pass over the row's logits (from L2 or HBM), asked by the general_next driver: the totals (1 pass),
 //   the top-k cut, the top-p cut and the draw (3 passes each), the tie's id (1 pass and one chunk): at most 11
 //   passes (14 when the draw lands past the end by rounding). The raw top-n logprobs merge the slices' raw
-//   candidates the same way.
-// update_penalties_kernel: one block of 128 threads per SeqDesc, atomics (a sequence's rows, repeated ids).
+//   candidates the same way. A draft row (RowParams::draft, speculative acceptance) is judged where the draw
+//   would be made: over the candidates (exact_accept), in id order with the draft's weight read from its logit
+//   (plan_row_tail; the walk skips the draft after a rejection), or on the general path (one more pass: the
+//   draft's rank, then the draw around it).
+// A penalized row's counts are the slot's plus its pending ids (RowParams::pending_*: a verify row's drafts before
+// it), compared per element (at most 15 of them).
+// update_penalties_kernel: one block of 128 threads per SeqDesc, atomics (a sequence's rows, repeated ids);
+// count_generated_kernel: one warp adds a verify item's accepted drafts.
 // reset_penalties: two memsets. Results are deterministic: integer atomics only, doubles summed in fixed orders.
 #include <cuda_runtime.h>
 
@@ -335,7 +341,7 @@ __device__ void load_penalty(const RowProcess& rp, int32_t id, bool in_range, in
   *count = 0;
   *word = 0;
   if (in_range && has_penalty_state(rp, id)) {
-    *count = __ldg(rp.counts + id);
+    *count = penalty_count(rp, id, __ldg(rp.counts + id));
     if (rp.rep_on) *word = __ldg(rp.prompt_bits + (id >> 5));
   }
 }
@@ -520,6 +526,7 @@ struct FinishSmem {
   // The general path's answers.
   Decision dec;
   ull total, n_min_p, mass_min_p;
+  ull rank_count, rank_mass;
   uint32_t chunk_ties[kMaxChunks];
   int32_t tie_chunk;
   uint32_t tie_rest;
@@ -660,6 +667,39 @@ struct GeneralPath {
     return r;
   }
 
+  // The survivors before (key, id) in the order (value desc, id asc): their count and fixed-point mass.
+  __device__ GeneralRank rank(uint32_t key, int32_t id) const {
+    if (threadIdx.x == 0) {
+      f->rank_count = 0;
+      f->rank_mass = 0;
+    }
+    __syncthreads();
+    uint64_t count = 0, mass = 0;
+    for (int32_t base = 0; base < n; base += kChunk) {
+      float v[kPassUnroll];
+      chunk_values(base, v);
+#pragma unroll
+      for (int k = 0; k < kPassUnroll; ++k) {
+        const int32_t e = base + static_cast<int32_t>(threadIdx.x) + k * kFinishThreads;
+        const uint32_t ek = order_key(v[k]);
+        if (is_survivor(v[k], softmax) && (ek > key || (ek == key && e < id))) {
+          ++count;
+          mass += to_fixed(weight(v[k], softmax));
+        }
+      }
+    }
+    count = warp_sum(count);
+    mass = warp_sum(mass);
+    if (lane_id() == 0) {
+      atomicAdd(&f->rank_count, static_cast<ull>(count));
+      atomicAdd(&f->rank_mass, static_cast<ull>(mass));
+    }
+    __syncthreads();
+    const GeneralRank r{f->rank_count, f->rank_mass};
+    __syncthreads();
+    return r;
+  }
+
   // The index-th (0-based) survivor with key tau in ascending id order: counts per chunk, then one chunk in order.
   __device__ int32_t tie(uint32_t tau, uint64_t index) const {
     const int32_t n_chunks = (n + kChunk - 1) / kChunk;
@@ -721,6 +761,16 @@ struct GeneralPath {
   }
 };
 
+// A draft row's processed logit of its draft (-inf past the real ids).
+__device__ float row_draft_value(const Params& p, const RowParams& row, const float* logits) {
+  if (row.draft >= p.n_vocab) return neg_inf();
+  const RowProcess rp = row_process(row, p.bias_ids, p.bias_values, p.pen, p.n_vocab, p.masks, p.mask_words);
+  int32_t cnt;
+  uint32_t word;
+  load_penalty(rp, row.draft, true, &cnt, &word);
+  return process_value(__ldg(logits + row.draft), row.draft, rp.bias_count > 0, cnt, prompt_bit(word, row.draft), rp);
+}
+
 __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params p) {
   const int32_t r = static_cast<int32_t>(blockIdx.x);
   const int tid = static_cast<int>(threadIdx.x);
@@ -744,6 +794,7 @@ __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params 
   }
   __syncthreads();
   if (tid == 0) {
+    if (planning && row.draft >= 0) set_draft(f.plan, row_draft_value(p, row, logits));
     if (planning) plan_row_tail(row, stats, f.mass, p.n_slices, f.plan);
     f.token = f.plan.token;
     f.lse = lse ? lse_finish(f.raw_max, f.lse_terms, p.n_slices) : 0.0;
@@ -819,8 +870,13 @@ __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params 
     }
     __syncthreads();
     if (tid == 0) {
-      f.token = walk ? walk_candidates(f.ids, f.w, c, plan.u)
-                     : exact_pick(f.ids, f.w, c, plan.n_surv, row, plan.total, plan.u);
+      if (row.draft >= 0) {
+        f.token = walk ? accept_candidates(f.ids, f.w, c, row.draft, plan.u_accept, plan.v_resample)
+                       : exact_accept(f.ids, f.w, c, plan.n_surv, row, plan.total, plan.u_accept, plan.v_resample);
+      } else {
+        f.token = walk ? walk_candidates(f.ids, f.w, c, plan.u)
+                       : exact_pick(f.ids, f.w, c, plan.n_surv, row, plan.total, plan.u);
+      }
     }
     __syncthreads();
     general = f.token == kNeedGeneral;
@@ -848,7 +904,7 @@ __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params 
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int32_t e = tid * kPer + j;
-      const bool surv = e < len && is_survivor(vals[e], plan.softmax);
+      const bool surv = e < len && is_survivor(vals[e], plan.softmax) && lo + e != plan.skip;
       w[j] = surv ? weight(vals[e], plan.softmax) : -1.0;
       if (surv) {
         local += w[j];
@@ -905,15 +961,14 @@ __global__ void __launch_bounds__(kFinishThreads, 1) finish_kernel(const Params 
                    reinterpret_cast<uint32_t*>(area + kGeneralHistOffset + 3072),
                    reinterpret_cast<uint64_t*>(area + kGeneralHistOffset + 4096),
                    &f};
-    General g;
-    g.n_surv = plan.n_surv;
-    g.u = plan.u;
+    General g = new_general(row, plan);
     for (;;) {
       general_next(g, row);
       if (g.ask == kAskDone) break;
       if (g.ask == kAskTotals) g.totals = gp.totals();
       if (g.ask == kAskDescent) g.answer = gp.descent(g.mode, g.target);
       if (g.ask == kAskTie) g.tie_id = gp.tie(g.tau, g.tie_index);
+      if (g.ask == kAskRank) g.rank = gp.rank(g.draft_key, g.draft);
     }
     if (tid == 0) f.token = g.tie_id;
     __syncthreads();
@@ -946,6 +1001,13 @@ __global__ void update_penalties_kernel(const PenaltyState s, const int32_t* tok
     } else {
       atomicAdd(&s.counts[static_cast<int64_t>(q.slot) * s.vocab + id], 1);
     }
+  }
+}
+
+__global__ void count_generated_kernel(const PenaltyState s, int32_t slot, const int32_t* ids, int32_t n) {
+  for (int32_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const int32_t id = ids[i];
+    if (id >= 0 && id < s.vocab) atomicAdd(&s.counts[static_cast<int64_t>(slot) * s.vocab + id], 1);
   }
 }
 
@@ -993,6 +1055,14 @@ KernelStatus sample(const DeviceArgs& a) {
   scan_kernel<<<dim3(static_cast<unsigned>(p.n_slices), static_cast<unsigned>(a.n_rows)), kScanThreads, 0, stream>>>(p);
   VS_CUDA_TRY(cudaGetLastError());
   finish_kernel<<<static_cast<unsigned>(a.n_rows), kFinishThreads, 0, stream>>>(p);
+  VS_CUDA_TRY(cudaGetLastError());
+  return KernelStatus::Ok();
+}
+
+KernelStatus count_generated(const PenaltyState& s, int32_t slot, const int32_t* ids, int32_t n, void* stream) {
+  if (s.counts == nullptr || slot < 0 || slot >= s.n_slots || n <= 0) return KernelStatus::Ok();
+  if (ids == nullptr || n > 1024) return VS_KERNEL_FAIL(kBadArgument, "count_generated: ids is null or n > 1024");
+  count_generated_kernel<<<1, 32, 0, static_cast<cudaStream_t>(stream)>>>(s, slot, ids, n);
   VS_CUDA_TRY(cudaGetLastError());
   return KernelStatus::Ok();
 }

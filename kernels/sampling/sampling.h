@@ -58,6 +58,15 @@ struct RowParams {
   uint64_t seed = 0;        // the request's seed (Philox key)
   uint64_t draw_index = 0;  // which draw of the request this is: the index of the token being generated
   int32_t mask_row = -1;    // >= 0: the row's token bitmask is masks[mask_row * mask_words ...] (bit id set: allowed)
+  // >= 0: speculative decoding, the draft d this row judges (accept.h): a sampled row emits d when accepted, else a
+  // token drawn from its distribution without d (never d); a greedy row its argmax, as always. The row's token
+  // equals d exactly when d is accepted. -1: an ordinary draw.
+  int32_t draft = -1;
+  // Generated ids not yet in the slot's counts that this row's penalties count as well (a verify row j: the drafts
+  // d1..dj before it, accept.h): PenaltyState::pending[pending_offset, pending_offset + pending_count). The device
+  // sampler only (the reference rule counts the drafts into the state itself).
+  int32_t pending_offset = 0;
+  int32_t pending_count = 0;
 };
 
 // Row r's token mask, or null: the words of RowParams::mask_row in a step's masks (mask_words per row).
@@ -73,6 +82,7 @@ struct PenaltyState {
   uint32_t* prompt_bits = nullptr;   // [n_slots, words()]: bit id set when id occurs in the prompt
   int32_t vocab = 0;
   int32_t n_slots = 0;
+  const int32_t* pending = nullptr;  // the step's ids that RowParams::pending_* point into (null: none)
   int32_t words() const { return (vocab + 31) / 32; }
 };
 
@@ -142,5 +152,7 @@ KernelStatus sample(const DeviceArgs& a);
 KernelStatus reset_penalties(const PenaltyState& s, int32_t slot, void* stream);
 KernelStatus update_penalties(const PenaltyState& s, const int32_t* tokens, const SeqDesc* seqs, int32_t n_seqs,
                               int32_t n_rows, void* stream);
+// counts[slot][ids[i]] += 1 for i < n (device ids): a verify item's accepted drafts, once they are known.
+KernelStatus count_generated(const PenaltyState& s, int32_t slot, const int32_t* ids, int32_t n, void* stream);
 
 }  // namespace voltserve::kernels::sampling

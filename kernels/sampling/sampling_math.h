@@ -120,6 +120,8 @@ struct RowProcess {
   bool penalized = false;
   bool rep_on = false, pf_on = false;
   float rep = 1.0f, presence = 0.0f, frequency = 0.0f;
+  const int32_t* pending = nullptr;  // generated ids not in counts yet (RowParams::pending_*), penalized only
+  int32_t n_pending = 0;
   const uint32_t* mask = nullptr;  // the row's token mask (structured output): ids with a clear bit are -inf
 };
 
@@ -143,8 +145,18 @@ VS_HD RowProcess row_process(const RowParams& row, const int32_t* bias_ids, cons
     p.rep = row.repetition_penalty;
     p.presence = row.presence_penalty;
     p.frequency = row.frequency_penalty;
+    if (pen.pending != nullptr && row.pending_count > 0 && row.pending_offset >= 0) {
+      p.pending = pen.pending + row.pending_offset;
+      p.n_pending = row.pending_count;
+    }
   }
   return p;
+}
+
+// The count of id the penalties see: the slot's, plus the row's pending occurrences of id.
+VS_HD int32_t penalty_count(const RowProcess& p, int32_t id, int32_t stored) {
+  for (int32_t i = 0; i < p.n_pending; ++i) stored += p.pending[i] == id ? 1 : 0;
+  return stored;
 }
 
 // Whether id carries penalty state, and what to load for it.
@@ -324,6 +336,14 @@ struct RowPlan {  // trivial (no initialisers): it lives in the finish kernel's 
   double u;      // the draw
   int32_t walk_slice;
   double walk_target;  // mass into walk_slice at which the draw falls
+  // A draft row (RowParams::draft >= 0, sampled): its acceptance and resampling draws, the draft's weight and
+  // order key (set between plan_row_head and plan_row_tail; draft_w -1: the draft is not a survivor), and the id the
+  // walk skips (the draft after a rejection in id order; -1: none).
+  double u_accept;
+  double v_resample;
+  double draft_w;
+  uint32_t draft_key;
+  int32_t skip;
 };
 
 VS_HD RowPlan new_plan() {
@@ -335,6 +355,8 @@ VS_HD RowPlan new_plan() {
   p.max_key = kNoKey;
   p.walk_slice = -1;
   p.softmax = Softmax{1.0, 0.0, false};
+  p.draft_w = -1.0;
+  p.skip = -1;
   return p;
 }
 
@@ -373,8 +395,18 @@ VS_HD RowPlan plan_row_head(const RowParams& row, const SliceStat* st, int32_t n
   p.softmax = make_softmax(row.temperature, p.max_key);
   for (int32_t s = 0; s < n_slices; ++s) p.n_surv += p.softmax.has_pos_inf ? st[s].n_posinf : st[s].n_surv;
   p.u = uniform_draw(row.seed, row.draw_index, kStreamSample);
+  if (row.draft >= 0) {
+    p.u_accept = uniform_draw(row.seed, row.draw_index, kStreamAccept);
+    p.v_resample = uniform_draw(row.seed, row.draw_index, kStreamResample);
+  }
   p.path = kPathPlanning;
   return p;
+}
+
+// The survivors of slice s the walk in id order may land on (the plan's skipped draft excluded).
+VS_HD int32_t walk_survivors(const SliceStat& st, const RowPlan& p, int32_t s) {
+  const int32_t n = p.softmax.has_pos_inf ? st.n_posinf : st.n_surv;
+  return n - (p.skip >= 0 && p.draft_w >= 0.0 && p.skip / kSliceSize == s ? 1 : 0);
 }
 
 // mass[s]: slice_mass of slice s (read only when the row needs the total: row_needs(row).sums).
@@ -395,25 +427,48 @@ VS_HD void plan_row_tail(const RowParams& row, const SliceStat* st, const double
   // The slice in which the cumulative mass (ids ascending) passes u * total; past the end (rounding), the last
   // survivor, as the reference's walk ends on its last element.
   p.path = kPathWalkSlice;
-  const double target = mul_rn(p.u, p.total);
+  double target = mul_rn(p.u, p.total);
+  double skip_w = 0.0;  // the skipped draft's weight, out of its slice's mass
+  if (row.draft >= 0) {
+    // accept_drafts_ref: accept d iff u_accept < p(d); else walk p without d with v * (1 - p(d)). d as the only
+    // survivor has p(d) = 1 (the reference's w / w), whatever the rounding of the slices' sum.
+    const double w_d = p.draft_w < 0.0 ? 0.0 : p.draft_w;
+    if (p.u_accept < w_d / p.total || (p.draft_w >= 0.0 && p.n_surv == 1)) {
+      p.path = kPathDone;
+      p.token = row.draft;
+      return;
+    }
+    p.skip = row.draft;
+    skip_w = w_d;
+    target = mul_rn(p.v_resample, p.total - w_d);
+  }
   double before = 0.0;
   for (int32_t s = 0; s < n_slices; ++s) {
-    if (before + mass[s] > target) {
+    const double m = p.skip >= 0 && p.skip / kSliceSize == s ? mass[s] - skip_w : mass[s];
+    if (before + m > target) {
       p.walk_slice = s;
       p.walk_target = target - before;
       return;
     }
-    before += mass[s];
+    before += m;
   }
   for (int32_t s = 0; s < n_slices; ++s) {
-    if ((p.softmax.has_pos_inf ? st[s].n_posinf : st[s].n_surv) > 0) p.walk_slice = s;
+    if (walk_survivors(st[s], p, s) > 0) p.walk_slice = s;
   }
   p.walk_target = pos_inf_d();
 }
 
-VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slices) {
+// RowPlan::draft_w and draft_key from the draft's processed logit.
+VS_HD void set_draft(RowPlan& p, float draft_value) {
+  p.draft_w = is_survivor(draft_value, p.softmax) ? weight(draft_value, p.softmax) : -1.0;
+  p.draft_key = order_key(draft_value);
+}
+
+// draft_value: a draft row's processed logit of row.draft.
+VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slices, float draft_value = neg_inf()) {
   RowPlan p = plan_row_head(row, st, n_slices);
   if (p.path != kPathPlanning) return p;
+  if (row.draft >= 0) set_draft(p, draft_value);
   double mass[kMaxSlices];
   for (int32_t s = 0; s < n_slices; ++s) mass[s] = slice_mass(st[s], p.softmax);
   plan_row_tail(row, st, mass, n_slices, p);
@@ -426,8 +481,8 @@ VS_HD RowPlan plan_row(const RowParams& row, const SliceStat* st, int32_t n_slic
 // lies past them (the general path decides those rows).
 inline constexpr int32_t kNeedGeneral = -2;
 
-VS_HD int32_t exact_pick(const int32_t* ids, const double* w, int32_t c, int32_t n_surv, const RowParams& row,
-                         double total_all, double u) {
+// The length of the final list: the first `keep` candidates, or kNeedGeneral.
+VS_HD int32_t exact_keep(const double* w, int32_t c, int32_t n_surv, const RowParams& row, double total_all) {
   const bool top_k_on = row.top_k > 0 && row.top_k < n_surv;
   const bool top_p_on = row.top_p < 1.0f;
   const bool min_p_on = row.min_p > 0.0f;
@@ -461,17 +516,11 @@ VS_HD int32_t exact_pick(const int32_t* ids, const double* w, int32_t c, int32_t
     open = false;
   }
   if (open) return kNeedGeneral;
-  double total = 0.0;
-  for (int32_t j = 0; j < keep; ++j) total += w[j];
-  double cum = 0.0;
-  for (int32_t j = 0; j < keep; ++j) {
-    cum += w[j] / total;
-    if (u < cum) return ids[j];
-  }
-  return ids[keep - 1];
+  return keep;
 }
 
-// No filter and every survivor in hand: the reference's walk in ascending id order (ids sorted ascending).
+// The draw over a final list in hand, ids[0, c) in the order the reference walks it with weights w: a filtered list
+// sorted by (value desc, id asc), or, with no filter, every survivor in ascending id order.
 VS_HD int32_t walk_candidates(const int32_t* ids, const double* w, int32_t c, double u) {
   double total = 0.0;
   for (int32_t j = 0; j < c; ++j) total += w[j];
@@ -481,6 +530,47 @@ VS_HD int32_t walk_candidates(const int32_t* ids, const double* w, int32_t c, do
     if (u < cum) return ids[j];
   }
   return ids[c - 1];
+}
+
+VS_HD int32_t exact_pick(const int32_t* ids, const double* w, int32_t c, int32_t n_surv, const RowParams& row,
+                         double total_all, double u) {
+  const int32_t keep = exact_keep(w, c, n_surv, row, total_all);
+  return keep == kNeedGeneral ? kNeedGeneral : walk_candidates(ids, w, keep, u);
+}
+
+// A draft row's acceptance over such a list (accept_drafts_ref with its roundings): p_j = w_j / total; emit the draft
+// d when u_accept < p(d), else walk the list without d with v_resample * (the rest's mass, summed in order).
+VS_HD int32_t accept_candidates(const int32_t* ids, const double* w, int32_t c, int32_t draft, double u_accept,
+                                double v_resample) {
+  double total = 0.0;
+  for (int32_t j = 0; j < c; ++j) total += w[j];
+  double p_d = 0.0, rest = 0.0;
+  for (int32_t j = 0; j < c; ++j) {
+    if (ids[j] == draft) {
+      p_d += w[j] / total;
+    } else {
+      rest += w[j] / total;
+    }
+  }
+  if (u_accept < p_d) return draft;
+  const double target = v_resample * rest;
+  double cum = 0.0;
+  int32_t last = -1;
+  for (int32_t j = 0; j < c; ++j) {
+    if (ids[j] == draft) continue;
+    cum += w[j] / total;
+    last = ids[j];
+    if (target < cum) return ids[j];
+  }
+  return last;
+}
+
+// A draft row over the candidates: exact_keep's list, then accept_candidates; kNeedGeneral where the cut lies past
+// the candidates.
+VS_HD int32_t exact_accept(const int32_t* ids, const double* w, int32_t c, int32_t n_surv, const RowParams& row,
+                           double total_all, double u_accept, double v_resample) {
+  const int32_t keep = exact_keep(w, c, n_surv, row, total_all);
+  return keep == kNeedGeneral ? kNeedGeneral : accept_candidates(ids, w, keep, row.draft, u_accept, v_resample);
 }
 
 // ---- The general path: positions in the order (value desc, id asc) found by radix descent over the 32-bit order
@@ -562,23 +652,40 @@ VS_HD uint64_t draw_target(double u, uint64_t total) {
 //   kAskTotals:  over all survivors, the total fixed-point mass, and how many survivors (and their mass) have a
 //                weight >= min_p (the min-p threshold: min_p times the maximum's weight, 1);
 //   kAskDescent: a Descent for (mode, target);
-//   kAskTie:     the id of the tie_index-th (0-based, ids ascending) survivor with key tau.
+//   kAskTie:     the id of the tie_index-th (0-based, ids ascending) survivor with key tau;
+//   kAskRank:    how many survivors (and their mass) come before the draft (key above draft_key, or equal with a
+//                lower id).
 // The order of questions follows final_distribution_ref: the top-k list (its mass), the top-p prefix, the min-p cut,
-// then the draw over what is left (position F at most: the reference's walk ends on its last element).
-enum GeneralAsk : int32_t { kAskTotals = 0, kAskDescent = 1, kAskTie = 2, kAskDone = 3 };
+// then the draw over what is left (position F at most: the reference's walk ends on its last element). A draft row
+// (accept_drafts_ref) asks for the draft's rank instead of drawing: with the draft at position P <= F, mass M before
+// it and weight w, it is accepted when u_accept < w / total; else the draw over the list without it, target
+// t = floor(v_resample * (total - w)), is the draw over the whole list at t (t < M) or t + w (t >= M), which lands
+// before or after the draft, never on it.
+enum GeneralAsk : int32_t { kAskTotals = 0, kAskDescent = 1, kAskTie = 2, kAskDone = 3, kAskRank = 4 };
 
 struct GeneralTotals {
   uint64_t total = 0;
   uint64_t n_min_p = 0, mass_min_p = 0;
 };
 
+struct GeneralRank {
+  uint64_t count = 0, mass = 0;  // survivors before the draft in the order, and their fixed-point mass
+};
+
 struct General {
   // Set up by the caller.
   int32_t n_surv = 0;
   double u = 0.0;
+  // A draft row: the draft, whether it survives, its order key and fixed-point weight, the rule's two draws.
+  int32_t draft = -1;
+  bool draft_surv = false;
+  uint32_t draft_key = 0;
+  uint64_t draft_wfx = 0;
+  double u_accept = 0.0, v_resample = 0.0;
   // Answers, filled in by the caller after each question.
   GeneralTotals totals;
   Descent answer;
+  GeneralRank rank;
   int32_t tie_id = -1;
   // The next question.
   int32_t ask = kAskTotals;
@@ -589,7 +696,24 @@ struct General {
   // Progress.
   int32_t stage = 0;
   uint64_t k = 0, total_k = 0, l = 0, total_l = 0, f = 0, total_f = 0;
+  uint64_t draft_pos = 0;  // the draft's position in the final list (1-based), 0: not in it
 };
+
+// A General for a sampled row's plan (the plan's draft fields for a draft row).
+VS_HD General new_general(const RowParams& row, const RowPlan& plan) {
+  General g;
+  g.n_surv = plan.n_surv;
+  g.u = plan.u;
+  if (row.draft >= 0) {
+    g.draft = row.draft;
+    g.draft_surv = plan.draft_w >= 0.0;
+    g.draft_key = plan.draft_key;
+    g.draft_wfx = g.draft_surv ? to_fixed(plan.draft_w) : 0;
+    g.u_accept = plan.u_accept;
+    g.v_resample = plan.v_resample;
+  }
+  return g;
+}
 
 // Advances g to its next question (g.ask); kAskDone leaves the token in g.tie_id.
 VS_HD void general_next(General& g, const RowParams& row) {
@@ -647,11 +771,33 @@ VS_HD void general_next(General& g, const RowParams& row) {
           g.f = g.totals.n_min_p > 0 ? g.totals.n_min_p : 1;
           g.total_f = g.totals.n_min_p > 0 ? g.totals.mass_min_p : to_fixed(1.0);
         }
+        if (g.draft >= 0) {
+          g.ask = kAskRank;
+          g.stage = 9;
+          return;
+        }
         g.ask = kAskDescent;
         g.mode = SelectMode::kMassAbove;
         g.target = draw_target(g.u, g.total_f);
         g.stage = 6;
         return;
+      case 9: {  // a draft row: the draft's rank in; accept it, or draw around it
+        const bool in_list = g.draft_surv && g.rank.count + 1 <= g.f;
+        g.draft_pos = in_list ? g.rank.count + 1 : 0;
+        const uint64_t w = in_list ? g.draft_wfx : 0;
+        if (in_list && (g.f == 1 || g.u_accept < static_cast<double>(w) / static_cast<double>(g.total_f))) {
+          g.tie_id = g.draft;
+          g.ask = kAskDone;
+          return;
+        }
+        uint64_t t = draw_target(g.v_resample, g.total_f - w);
+        if (in_list && t >= g.rank.mass) t += w;
+        g.ask = kAskDescent;
+        g.mode = SelectMode::kMassAbove;
+        g.target = t;
+        g.stage = 6;
+        return;
+      }
       case 6:  // the drawn position in
         if (g.answer.found && g.answer.position() <= g.f) {
           g.ask = kAskTie;
@@ -660,9 +806,9 @@ VS_HD void general_next(General& g, const RowParams& row) {
           g.stage = 8;
           return;
         }
-        g.ask = kAskDescent;  // past the end (rounding): the F-th survivor
+        g.ask = kAskDescent;  // past the end (rounding): the F-th survivor (the one before it, if that is the draft)
         g.mode = SelectMode::kCount;
-        g.target = g.f;
+        g.target = g.draft_pos == g.f && g.f > 1 ? g.f - 1 : g.f;
         g.stage = 7;
         return;
       case 7:

@@ -793,7 +793,8 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
           CHECK(e.n_tokens_accepted >= e.n_tokens_drafted / 2);
         }
       }
-      // Greedy with penalties: the host acceptance brings the slot's counts down and writes the accepted drafts back.
+      // Greedy with penalties: each verify row counts the drafts before it (RowParams::pending_*), and the accepted
+      // drafts join the slot's counts (count_generated).
       Request pen = r;
       pen.sampling.presence_penalty = 1.0f;
       pen.sampling.frequency_penalty = 0.5f;
@@ -805,6 +806,31 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
                   p.ids.size(), pen_spec.tokens == pen_plain.tokens ? "same as plain" : "DIFFERENT",
                   pen_spec.final_event.n_tokens_drafted, pen_spec.final_event.n_tokens_accepted);
       CHECK(pen_spec.tokens == pen_plain.tokens);
+      // Sampled: the device sampler judges the drafts (RowParams::draft; the rule itself is tested against
+      // accept_drafts_ref by the kernel tests), top-k over its candidates, top-p over the fixture's wide rows on
+      // its general path, and with penalties. A seed reproduces the output, and drafts are accepted.
+      for (int variant = 0; variant < 3; ++variant) {
+        const float top_p = variant == 1 ? 0.9f : 1.0f;
+        Request smp = r;
+        smp.max_new_tokens = 48;
+        smp.sampling.temperature = 0.8f;
+        smp.sampling.top_k = top_p < 1.0f ? 0 : 20;
+        smp.sampling.top_p = top_p;
+        smp.sampling.presence_penalty = variant == 2 ? 0.5f : 0.0f;
+        smp.sampling.seed = 1234 + p.ids.size();
+        smp.speculative_k = 3;
+        const Out a = run(smp);
+        const Out b = run(smp);
+        std::printf("cuda speculative %s prompt %zu k=3 sampled (T=0.8, top_k %d, top_p %.1f, presence %.1f): %s, "
+                    "%zu tokens, drafted %d accepted %d\n",
+                    name, p.ids.size(), smp.sampling.top_k, top_p, smp.sampling.presence_penalty,
+                    a.tokens == b.tokens ? "reproducible" : "DIFFERENT",
+                    a.tokens.size(), a.final_event.n_tokens_drafted, a.final_event.n_tokens_accepted);
+        CHECK(a.tokens == b.tokens);
+        CHECK(!a.tokens.empty());
+        CHECK(a.final_event.n_tokens_drafted > 0);
+        if (std::string(name) == "tiny-mtp-copy") CHECK(a.final_event.n_tokens_accepted > 0);
+      }
     }
     // Verify steps and MTP passes replay as graphs (captured the second time a shape is seen): the identity checks
     // above ran with them.

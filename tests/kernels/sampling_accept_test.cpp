@@ -96,8 +96,9 @@ TEST_CASE("accept greedy: the argmax run, the correction, the bonus", "[unit]") 
 }
 
 TEST_CASE("accept greedy from independent samples: the walk over per-row argmaxes equals the rule", "[unit]") {
-  // The CUDA backend decides greedy, unpenalized verify items from the device sampler's per-row results; this is
-  // that decision against the rule itself, with logit_bias, logprobs, ties, NaN rows and every run length.
+  // The CUDA backend decides verify items from the device sampler's per-row verdicts (draft rows: tested against
+  // the rule by sampling_math_test.cpp and sampling_gpu_test.cpp); this is the walk over greedy rows' argmaxes
+  // against the rule itself, with logit_bias, logprobs, ties, NaN rows and every run length.
   testing::TestRng rng(4242);
   const std::vector<int32_t> bias_ids{3, 11, 17};
   const std::vector<float> bias_values{2.5f, -1.0f, 0.75f};
@@ -137,7 +138,6 @@ TEST_CASE("accept greedy from independent samples: the walk over per-row argmaxe
       const bool take_best = rng.next_double() < 0.75 && independent[static_cast<size_t>(j)] >= 0;
       it.drafts.push_back(take_best ? independent[static_cast<size_t>(j)] : static_cast<int32_t>(rng.next_u64() % kVocab));
     }
-    REQUIRE(rows_decide_independently(it.rows.data(), k + 1));
     AcceptArgs a;
     a.logits = it.logits.data();
     a.logits_stride = kVocab;
@@ -150,7 +150,7 @@ TEST_CASE("accept greedy from independent samples: the walk over per-row argmaxe
     a.out = {it.token.data(), it.logprob.data(), it.top_ids.data(), it.top_lp.data(), it.status.data(),
              it.nan_index.data()};
     const int32_t want = accept_drafts_ref(a);
-    const int32_t got = accept_greedy_samples(k, it.drafts.data(), independent.data(), ind_status.data());
+    const int32_t got = accept_judged_rows(k, it.drafts.data(), independent.data(), ind_status.data());
     INFO("trial " << trial << " k " << k);
     REQUIRE(got == want);
     ++runs_by_length[got];
@@ -165,18 +165,6 @@ TEST_CASE("accept greedy from independent samples: the walk over per-row argmaxe
     }
   }
   for (int32_t n = 0; n <= 4; ++n) CHECK(runs_by_length[n] > 0);  // short and long runs were both exercised
-  // Sampled or penalized rows are not decided this way.
-  RowParams sampled;
-  sampled.temperature = 0.7f;
-  RowParams penalized;
-  penalized.temperature = 0.0f;
-  penalized.repetition_penalty = 1.1f;
-  RowParams greedy;
-  greedy.temperature = 0.0f;
-  const RowParams mixed[2] = {greedy, sampled};
-  CHECK_FALSE(rows_decide_independently(mixed, 2));
-  CHECK_FALSE(rows_decide_independently(&penalized, 1));
-  CHECK(rows_decide_independently(&greedy, 1));
 }
 
 TEST_CASE("accept: the penalty state of each row counts the drafts accepted before it, and ends with exactly them",

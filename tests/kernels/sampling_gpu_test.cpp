@@ -7,7 +7,7 @@
 // penalties with non-trivial state, logit_bias of +-100, +-1e30 and -inf, NaN, all -inf, +inf, padding, flags 0) on
 // flat, peaked and tied logits at the Qwen3.5 vocabulary (248077 real ids of 248320) and small ones. Also: a row's
 // result does not depend on the rest of the batch (bitwise), CUDA-graph replay, the penalty-state updates (exact), and
-// the argument checks. One line per case: "... err=<max logprob error> ok|FAIL". Skips itself without a CUDA device.
+// the argument checks; draft rows (speculative acceptance, RowParams::draft) against accept_drafts_ref. One line per case: "... err=<max logprob error> ok|FAIL". Skips itself without a CUDA device.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime.h>
@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/sampling/accept.h"
 #include "kernels/sampling/philox.h"
 #include "kernels/sampling/sampling.h"
 #include "sampling_random.h"
@@ -163,6 +164,7 @@ struct Batch {
   std::vector<uint32_t> bits;
   std::vector<uint32_t> masks;  // structured-output token masks (RowParams::mask_row), mask_words per row
   int32_t mask_words = 0;
+  std::vector<int32_t> pending;  // ids RowParams::pending_* index (draft rows)
   int32_t n_rows() const { return static_cast<int32_t>(rows.size()); }
   PenaltyState host_penalties() {
     PenaltyState s;
@@ -274,10 +276,12 @@ Results run_reference(Batch& b) {
 
 // Device copies of a batch's inputs (logits, rows, bias, penalties).
 struct DeviceBatch {
-  std::unique_ptr<Guarded> logits, rows, bias_ids, bias_values, counts, bits, masks;
+  std::unique_ptr<Guarded> logits, rows, bias_ids, bias_values, counts, bits, masks, pending;
   explicit DeviceBatch(Batch& b) {
     masks = std::make_unique<Guarded>(b.masks.size() * sizeof(uint32_t));
     masks->upload(b.masks.data());
+    pending = std::make_unique<Guarded>(b.pending.size() * sizeof(int32_t));
+    pending->upload(b.pending.data());
     logits = std::make_unique<Guarded>(b.logits.size() * sizeof(float));
     rows = std::make_unique<Guarded>(b.rows.size() * sizeof(RowParams));
     bias_ids = std::make_unique<Guarded>(b.bias_ids.size() * sizeof(int32_t));
@@ -358,6 +362,7 @@ DeviceArgs device_args(const Batch& b, const DeviceBatch& d, const DeviceOutputs
   a.penalties.n_slots = b.n_slots;
   a.penalties.counts = d.counts->as<int32_t>();
   a.penalties.prompt_bits = d.bits->as<uint32_t>();
+  a.penalties.pending = b.pending.empty() ? nullptr : d.pending->as<int32_t>();
   a.masks = b.masks.empty() ? nullptr : d.masks->as<uint32_t>();
   a.mask_words = b.mask_words;
   a.out = o.outputs();
@@ -538,7 +543,165 @@ struct Stream {
   }
 };
 
+// The penalty state row p sees: a copy of b's, with the row's pending ids counted into its slot.
+PenaltyState penalties_with_pending(Batch& b, const RowParams& p, std::vector<int32_t>& counts) {
+  counts = b.counts;
+  PenaltyState pen = b.host_penalties();
+  pen.counts = counts.empty() ? nullptr : counts.data();
+  if (p.slot >= 0 && p.slot < pen.n_slots && pen.counts != nullptr) {
+    for (int32_t j = 0; j < p.pending_count; ++j) {
+      const int32_t id = b.pending[static_cast<size_t>(p.pending_offset + j)];
+      if (id >= 0 && id < pen.vocab) ++counts[static_cast<size_t>(p.slot) * static_cast<size_t>(pen.vocab) + static_cast<size_t>(id)];
+    }
+  }
+  return pen;
+}
+
+// accept_drafts_ref's verdict on each draft row of b: row 0 of a one-draft item (with a copy of the penalty state,
+// which the rule updates when it accepts).
+Results reference_draft_rows(Batch& b) {
+  Results r = run_reference(b);  // the rows without a draft
+  for (int32_t i = 0; i < b.n_rows(); ++i) {
+    const RowParams& p = b.rows[static_cast<size_t>(i)];
+    if (p.draft < 0) continue;
+    const RowParams rows[2] = {p, p};
+    std::vector<float> logits(2 * static_cast<size_t>(b.stride));
+    const float* x = b.logits.data() + static_cast<size_t>(i) * static_cast<size_t>(b.stride);
+    std::copy_n(x, b.stride, logits.begin());
+    std::copy_n(x, b.stride, logits.begin() + b.stride);
+    std::vector<int32_t> counts;
+    const PenaltyState pen = penalties_with_pending(b, p, counts);
+    int32_t token[2], status[2], nan_index[2] = {-1, -1};
+    float logprob[2] = {0.0f, 0.0f};
+    std::vector<int32_t> top(2 * kMaxTopLogprobs, -1);
+    std::vector<float> top_lp(2 * kMaxTopLogprobs, 0.0f);
+    AcceptArgs a;
+    a.logits = logits.data();
+    a.logits_stride = b.stride;
+    a.n_vocab_real = b.n_real;
+    a.n_drafts = 1;
+    a.drafts = &p.draft;
+    a.rows = rows;
+    a.bias_ids = b.bias_ids.data();
+    a.bias_values = b.bias_values.data();
+    a.penalties = pen;
+    a.out = Outputs{token, logprob, top.data(), top_lp.data(), status, nan_index};
+    accept_drafts_ref(a);
+    const size_t ri = static_cast<size_t>(i);
+    r.token[ri] = token[0];
+    r.status[ri] = status[0];
+    r.nan_index[ri] = status[0] == kNanLogits ? nan_index[0] : r.nan_index[ri];
+    r.logprob[ri] = logprob[0];
+    std::copy_n(top.begin(), kMaxTopLogprobs, r.top_ids.begin() + static_cast<std::ptrdiff_t>(ri * kMaxTopLogprobs));
+    std::copy_n(top_lp.begin(), kMaxTopLogprobs,
+                r.top_logprobs.begin() + static_cast<std::ptrdiff_t>(ri * kMaxTopLogprobs));
+  }
+  return r;
+}
+
+// Whether the device's verdict t on draft row r can be a rounding decision of the reference's: the acceptance draw
+// within kBoundaryTol of p(d), the resampling draw at a bucket boundary of the walk without d, or a cut within
+// rounding (boundary_case). Prints the evidence.
+bool draft_boundary_case(Batch& b, int32_t r, int32_t t, const std::string& name) {
+  const RowParams& p = b.rows[static_cast<size_t>(r)];
+  const float* x = b.logits.data() + static_cast<size_t>(r) * static_cast<size_t>(b.stride);
+  std::vector<float> processed;
+  std::vector<int32_t> counts;
+  process_logits_ref(x, b.n_real, p, b.bias_ids.data(), b.bias_values.data(), penalties_with_pending(b, p, counts),
+                     processed);
+  std::vector<std::pair<int32_t, double>> dist;
+  final_distribution_ref(processed, p, dist);
+  double p_d = 0.0, rest = 0.0;
+  for (const auto& [id, prob] : dist) (id == p.draft ? p_d : rest) += prob;
+  const double u = uniform_draw(p.seed, p.draw_index, kStreamAccept);
+  if (std::fabs(u - p_d) <= kBoundaryTol) {
+    std::printf("  %s row %d: device %d, draft %d, p(d) %.17g, u %.17g: acceptance at a boundary\n", name.c_str(), r,
+                t, p.draft, p_d, u);
+    return true;
+  }
+  const double target = uniform_draw(p.seed, p.draw_index, kStreamResample) * rest;
+  double cum = 0.0;
+  for (const auto& [id, prob] : dist) {
+    if (id == p.draft) continue;
+    const double lo = cum;
+    cum += prob;
+    if (id == t) {
+      const double d = target < lo ? lo - target : (target >= cum ? target - cum : 0.0);
+      std::printf("  %s row %d: device %d, draft %d, bucket [%.17g, %.17g), target %.17g: %s\n", name.c_str(), r, t,
+                  p.draft, lo, cum, target, d <= kBoundaryTol ? "resample at a boundary" : "NOT a boundary");
+      return d <= kBoundaryTol;
+    }
+  }
+  return t != p.draft && boundary_case(b, r, t, name);
+}
+
 }  // namespace
+
+TEST_CASE("sampling gpu: draft rows judge their drafts as accept_drafts_ref does", "[gpu]") {
+  // Every sampled setting judging a draft (its argmax, one of its likely ids or any id), on every path of the
+  // sampler, penalized rows with 0-3 pending drafts: each row must give the reference's token (up to rounding
+  // boundaries), status and logprobs.
+  REQUIRE_DEVICE();
+  Stream stream;
+  uint64_t seed = 4000;
+  int accepted = 0, rejected = 0, judged = 0;
+  for (const int32_t n_real : {248077, 5000, 64}) {
+    for (LogitShape shape : {LogitShape::kPeaked, LogitShape::kFlat}) {
+      const int32_t stride = n_real == 248077 ? 248320 : n_real + 3;
+      Batch b = make_batch(n_real, stride, shape, n_real == 248077 ? 2 : 6, seed++, n_real);
+      SampleRng rng(seed * 31);
+      Batch judged_batch = b;
+      judged_batch.rows.clear();
+      judged_batch.names.clear();
+      judged_batch.logits.clear();
+      for (int32_t i = 0; i < b.n_rows(); ++i) {
+        RowParams p = b.rows[static_cast<size_t>(i)];
+        if ((p.flags & kSample) == 0) continue;
+        const float* x = b.logits.data() + static_cast<size_t>(i) * static_cast<size_t>(stride);
+        const int kind = static_cast<int>(rng.next() % 3);
+        if (kind == 0) {  // the raw argmax (often the processed one)
+          p.draft = static_cast<int32_t>(std::max_element(x, x + n_real, [](float a, float c) {
+                                           return (std::isnan(a) ? -kInf : a) < (std::isnan(c) ? -kInf : c);
+                                         }) - x);
+        } else {
+          p.draft = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(kind == 1 ? std::min(n_real, 40) : n_real));
+        }
+        if (p.slot >= 0) {  // penalized: the drafts before it (this one among them) counted as well
+          p.pending_offset = static_cast<int32_t>(judged_batch.pending.size());
+          p.pending_count = static_cast<int32_t>(rng.next() % 4);
+          for (int32_t j = 0; j < p.pending_count; ++j) {
+            judged_batch.pending.push_back(j == 0 ? p.draft : static_cast<int32_t>(rng.next() % static_cast<uint64_t>(n_real)));
+          }
+        }
+        judged_batch.rows.push_back(p);
+        judged_batch.names.push_back(b.names[static_cast<size_t>(i)]);
+        judged_batch.logits.insert(judged_batch.logits.end(), x, x + stride);
+      }
+      const Results dev = run_device(judged_batch, stream.s);
+      Results ref = reference_draft_rows(judged_batch);
+      for (int32_t i = 0; i < judged_batch.n_rows(); ++i) {
+        const size_t ri = static_cast<size_t>(i);
+        const RowParams& p = judged_batch.rows[ri];
+        ++judged;
+        if (p.temperature > 0.0f && dev.status[ri] == kRowOk) ++(dev.token[ri] == p.draft ? accepted : rejected);
+      }
+      // A mismatch must be a rounding boundary of the acceptance or the resampling walk (compare() counts them
+      // through boundary_case; here the draft-aware check replaces it).
+      int real_diff = 0;
+      for (int32_t i = 0; i < judged_batch.n_rows(); ++i) {
+        const size_t ri = static_cast<size_t>(i);
+        if (dev.token[ri] == ref.token[ri]) continue;
+        if (!draft_boundary_case(judged_batch, i, dev.token[ri], batch_label(b, shape))) ++real_diff;
+        ref.token[ri] = dev.token[ri];  // judged above; compare() checks everything else
+      }
+      CHECK(real_diff == 0);
+      CHECK(compare(judged_batch, dev, ref, batch_label(b, shape) + " drafts"));
+    }
+  }
+  std::printf("sampling gpu drafts: %d rows judged (%d sampled accepted, %d rejected)\n", judged, accepted, rejected);
+  CHECK(accepted > 0);
+  CHECK(rejected > 0);
+}
 
 TEST_CASE("sampling gpu: every setting at the Qwen3.5 vocabulary (248077 of 248320)", "[gpu]") {
   REQUIRE_DEVICE();
@@ -724,7 +887,7 @@ TEST_CASE("sampling gpu: CUDA-graph replay gives the direct launch's results", "
   CHECK(ok);
 }
 
-TEST_CASE("sampling gpu: update_penalties and reset_penalties equal the reference exactly", "[gpu]") {
+TEST_CASE("sampling gpu: update_penalties, count_generated and reset_penalties equal the reference exactly", "[gpu]") {
   REQUIRE_DEVICE();
   Stream stream;
   for (int32_t vocab : {17, 4096, 248320}) {
@@ -770,6 +933,17 @@ TEST_CASE("sampling gpu: update_penalties and reset_penalties equal the referenc
       const KernelStatus st = update_penalties(ds, dtokens.as<int32_t>(), dseqs.as<SeqDesc>(), n_seqs,
                                                static_cast<int32_t>(tokens.size()), stream.s);
       REQUIRE(st.ok());
+      {  // accepted drafts (count_generated): the first tokens of the step into one slot, ids out of range skipped
+        const int32_t slot = static_cast<int32_t>(rng.next() % n_slots);
+        const int32_t n = std::min<int32_t>(static_cast<int32_t>(tokens.size()), static_cast<int32_t>(rng.next() % 16));
+        for (int32_t i = 0; i < n; ++i) {
+          if (tokens[static_cast<size_t>(i)] >= 0 && tokens[static_cast<size_t>(i)] < vocab) {
+            ++counts[static_cast<size_t>(slot) * static_cast<size_t>(vocab) + static_cast<size_t>(tokens[static_cast<size_t>(i)])];
+          }
+        }
+        REQUIRE(count_generated(ds, slot, dtokens.as<int32_t>(), n, stream.s).ok());
+        REQUIRE(count_generated(ds, n_slots, dtokens.as<int32_t>(), n, stream.s).ok());  // out of range: nothing
+      }
       if (step == 3) {
         reset_penalties_ref(hs, 2);
         REQUIRE(reset_penalties(ds, 2, stream.s).ok());

@@ -2,7 +2,7 @@
 // per-element processing against process_logits_ref (bit for bit), the candidate pick and the radix descents
 // against sorted recomputations, and a CPU model of the whole device algorithm (slices, row plan, candidates, walks,
 // the general path's questions answered by loops) against sample_ref on flat, peaked, tied and +inf rows, small
-// vocabularies and the 248320-wide one.
+// vocabularies and the 248320-wide one; its draft rows (speculative acceptance) against accept_drafts_ref.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +13,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include "kernels/sampling/accept.h"
 #include "kernels/sampling/sampling.h"
 #include "kernels/sampling/sampling_math.h"
 #include "sampling_random.h"
@@ -43,6 +44,7 @@ struct Step {
   std::vector<float> bias_values;
   std::vector<int32_t> counts;
   std::vector<uint32_t> bits;
+  std::vector<int32_t> pending;  // RowParams::pending_* index it (pen.pending points at it)
   PenaltyState pen;
 };
 
@@ -72,7 +74,7 @@ struct ModelRow {
       int32_t count = 0;
       bool in_prompt = false;
       if (has_penalty_state(rp, id)) {
-        count = rp.counts[id];
+        count = penalty_count(rp, id, rp.counts[id]);
         in_prompt = prompt_bit(rp.prompt_bits[id >> 5], id);
       }
       pv[static_cast<size_t>(id)] =
@@ -221,6 +223,18 @@ struct GeneralModel {
     r.tie = tie_position(mode, target, ca, ma, r.w_tie, r.n_ties);
     return r;
   }
+  GeneralRank rank(uint32_t key, int32_t draft) {
+    ++passes;
+    GeneralRank r;
+    for (int32_t id = 0; id < m.n; ++id) {
+      const size_t i = static_cast<size_t>(id);
+      if (surv[i] && (keys[i] > key || (keys[i] == key && id < draft))) {
+        ++r.count;
+        r.mass += wfxs[i];
+      }
+    }
+    return r;
+  }
   int32_t tie(uint32_t tau, uint64_t index) {
     ++passes;
     uint64_t seen = 0;
@@ -235,15 +249,14 @@ struct GeneralModel {
 
 int32_t general_model(const ModelRow& m, const RowPlan& plan, int32_t* passes) {
   GeneralModel ex(m, plan.softmax, m.row.params.min_p);
-  General g;
-  g.n_surv = plan.n_surv;
-  g.u = plan.u;
+  General g = new_general(m.row.params, plan);
   for (;;) {
     general_next(g, m.row.params);
     if (g.ask == kAskDone) break;
     if (g.ask == kAskTotals) g.totals = ex.totals();
     if (g.ask == kAskDescent) g.answer = ex.descent(g.mode, g.target);
     if (g.ask == kAskTie) g.tie_id = ex.tie(g.tau, g.tie_index);
+    if (g.ask == kAskRank) g.rank = ex.rank(g.draft_key, g.draft);
   }
   *passes = ex.passes;
   return g.tie_id;
@@ -255,7 +268,9 @@ RowOut model_row(const Row& row, const Step& step) {
   const RowParams& p = row.params;
   const Slices sl = scan_model(m);
   const int32_t n_slices = static_cast<int32_t>(sl.stats.size());
-  const RowPlan plan = plan_row(p, sl.stats.data(), n_slices);
+  const bool draft_row = p.draft >= 0;
+  const RowPlan plan =
+      plan_row(p, sl.stats.data(), n_slices, draft_row && p.draft < m.n ? m.value(p.draft) : neg_inf());
   o.status = plan.status;
   o.nan_index = plan.nan_index;
   o.token = plan.token;
@@ -282,10 +297,13 @@ RowOut model_row(const Row& row, const Step& step) {
     const int32_t c = static_cast<int32_t>(ids.size());
     if (plan.path == kPathWalkCandidates) {
       REQUIRE(c == plan.n_surv);
-      o.token = walk_candidates(ids.data(), w.data(), c, plan.u);
+      o.token = draft_row ? accept_candidates(ids.data(), w.data(), c, p.draft, plan.u_accept, plan.v_resample)
+                          : walk_candidates(ids.data(), w.data(), c, plan.u);
     } else {
       REQUIRE(c == std::min(kCandidates, plan.n_surv));
-      o.token = exact_pick(ids.data(), w.data(), c, plan.n_surv, p, plan.total, plan.u);
+      o.token = draft_row ? exact_accept(ids.data(), w.data(), c, plan.n_surv, p, plan.total, plan.u_accept,
+                                         plan.v_resample)
+                          : exact_pick(ids.data(), w.data(), c, plan.n_surv, p, plan.total, plan.u);
     }
     if (o.token == kNeedGeneral) {
       o.path = kPathGeneral;
@@ -299,7 +317,7 @@ RowOut model_row(const Row& row, const Step& step) {
     int32_t last = -1;
     for (int32_t id = lo; id < hi && o.token < 0; ++id) {
       const float v = m.value(id);
-      if (!is_survivor(v, plan.softmax)) continue;
+      if (!is_survivor(v, plan.softmax) || id == plan.skip) continue;
       last = id;
       cum += weight(v, plan.softmax);
       if (cum > plan.walk_target) o.token = id;
@@ -346,6 +364,70 @@ RowOut reference_row(const Row& row, const Step& step) {
   return o;
 }
 
+// accept_drafts_ref's verdict on one draft row: row 0 of a one-draft item (the bonus row after it is not
+// compared), its pending ids (the drafts before it in an item) counted into a copy of the penalty state first, as
+// the rule counts accepted drafts.
+RowOut reference_draft_row(const Row& row, const Step& step) {
+  RowOut o;
+  RowParams rows[2] = {row.params, row.params};
+  rows[1].draft = -1;
+  std::vector<float> logits(row.logits);
+  logits.insert(logits.end(), row.logits.begin(), row.logits.end());
+  std::vector<int32_t> counts(step.counts);
+  PenaltyState pen = step.pen;
+  pen.counts = counts.empty() ? nullptr : counts.data();
+  pen.pending = nullptr;
+  const RowParams& p = row.params;
+  if (p.slot >= 0 && p.slot < pen.n_slots && pen.counts != nullptr) {
+    for (int32_t i = 0; i < p.pending_count; ++i) {
+      const int32_t id = step.pending[static_cast<size_t>(p.pending_offset + i)];
+      if (id >= 0 && id < pen.vocab) ++counts[static_cast<size_t>(p.slot) * static_cast<size_t>(pen.vocab) + static_cast<size_t>(id)];
+    }
+  }
+  int32_t token[2] = {-1, -1}, status[2] = {0, 0}, nan_index[2] = {-1, -1};
+  float logprob[2] = {0.0f, 0.0f};
+  std::vector<int32_t> top(2 * kMaxTopLogprobs, -1);
+  std::vector<float> toplp(2 * kMaxTopLogprobs, 0.0f);
+  AcceptArgs a;
+  a.logits = logits.data();
+  a.logits_stride = static_cast<int64_t>(row.logits.size());
+  a.n_vocab_real = row.n_real;
+  a.n_drafts = 1;
+  a.drafts = &row.params.draft;
+  a.rows = rows;
+  a.bias_ids = step.bias_ids.data();
+  a.bias_values = step.bias_values.data();
+  a.penalties = pen;
+  a.out = Outputs{token, logprob, top.data(), toplp.data(), status, nan_index};
+  accept_drafts_ref(a);
+  o.token = token[0];
+  o.status = status[0];
+  o.nan_index = nan_index[0];
+  if (o.status == kRowOk && (row.params.flags & kLogprobs) != 0) {
+    o.logprob = logprob[0];
+    const int32_t k = top_logprob_count(row.params, row.n_real);
+    o.top_ids.assign(top.begin(), top.begin() + k);
+    o.top_logprobs.assign(toplp.begin(), toplp.begin() + k);
+  }
+  return o;
+}
+
+// A draft for a row: its processed argmax, one of its five most likely ids, any id, or an id past the real ones.
+int32_t pick_draft(const Row& row, const Step& st, int kind, SampleRng& rng) {
+  const ModelRow m(row, st);
+  std::vector<int32_t> order(static_cast<size_t>(m.n));
+  for (int32_t i = 0; i < m.n; ++i) order[static_cast<size_t>(i)] = i;
+  const size_t top = std::min<size_t>(5, order.size());
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                    [&](int32_t a, int32_t b) { return m.value(a) > m.value(b) || (m.value(a) == m.value(b) && a < b); });
+  switch (kind) {
+    case 0: return order[0];
+    case 1: return order[rng.next() % top];
+    case 2: return static_cast<int32_t>(rng.next() % static_cast<uint64_t>(m.n));
+    default: return m.n + static_cast<int32_t>(rng.next() % 3);
+  }
+}
+
 // A step of rows over one vocabulary: random logits of each shape, parameters from a list of settings, some
 // rows with logit_bias or penalty state.
 struct Setting {
@@ -366,6 +448,7 @@ const Setting kSettings[] = {
 
 struct Compare {
   int rows = 0, token_diff = 0, other_diff = 0, general = 0;
+  int accepted = 0, rejected = 0;  // draft rows
   void row(const std::string& name, const RowOut& got, const RowOut& want) {
     ++rows;
     general += got.path == kPathGeneral ? 1 : 0;
@@ -407,8 +490,10 @@ void fill_penalties(Step& st, int32_t vocab, int32_t n_slots, SampleRng& rng) {
   st.pen.prompt_bits = st.bits.data();
 }
 
-// One step: every setting on every shape, plus variants with bias, penalties and logprobs.
-Compare run_model_step(int32_t n_real, int32_t stride, uint64_t seed, int draws, int variants = 4) {
+// One step: every setting on every shape, plus variants with bias, penalties and logprobs. drafts: every row is a
+// draft row (RowParams::draft), judged against accept_drafts_ref.
+Compare run_model_step(int32_t n_real, int32_t stride, uint64_t seed, int draws, int variants = 4,
+                       bool drafts = false) {
   SampleRng rng(seed);
   Step st;
   fill_penalties(st, n_real, 2, rng);
@@ -447,7 +532,22 @@ Compare run_model_step(int32_t n_real, int32_t stride, uint64_t seed, int draws,
           const std::string name = std::string(set.name) + " " + voltserve::test::logit_shape_name(shape) +
                                    " v=" + std::to_string(n_real) + " variant=" + std::to_string(variant) +
                                    " draw=" + std::to_string(d);
-          cmp.row(name, model_row(row, st), reference_row(row, st));
+          if (!drafts) {
+            cmp.row(name, model_row(row, st), reference_row(row, st));
+            continue;
+          }
+          p.draft = pick_draft(row, st, d % 4, rng);
+          // Penalized rows count pending drafts too: the draft itself, a likely id, any id (0-3 of them).
+          p.pending_count = 0;
+          std::vector<int32_t> pending;
+          for (int i = 0; i < (variant == 1 ? d % 4 : 0); ++i) pending.push_back(i == 0 ? p.draft : pick_draft(row, st, i, rng));
+          p.pending_offset = static_cast<int32_t>(st.pending.size());
+          p.pending_count = static_cast<int32_t>(pending.size());
+          st.pending.insert(st.pending.end(), pending.begin(), pending.end());
+          st.pen.pending = st.pending.data();
+          const RowOut got = model_row(row, st);
+          if (set.temperature > 0.0f && got.status == kRowOk) ++(got.token == p.draft ? cmp.accepted : cmp.rejected);
+          cmp.row(name + " draft=" + std::to_string(p.draft), got, reference_draft_row(row, st));
         }
       }
     }
@@ -664,6 +764,22 @@ TEST_CASE("the CPU model of the device sampler equals sample_ref at vocab 248320
               c.token_diff, c.other_diff);
   CHECK(c.token_diff == 0);
   CHECK(c.other_diff == 0);
+}
+
+TEST_CASE("the CPU model of the device's draft rows equals accept_drafts_ref", "[unit]") {
+  // Sampled rows judge their draft where they would draw (over the candidates, or in id order skipping it after a
+  // rejection); a rejection never emits the draft; rows whose cut lies past the candidates go to the host.
+  for (int32_t n_real : {2, 5, 64, 65, 300, 4097, 9000}) {
+    const Compare c = run_model_step(n_real, n_real + 1, 500 + static_cast<uint64_t>(n_real), 8, 4, true);
+    std::printf("sampling model drafts v=%d rows=%d accepted=%d rejected=%d general=%d token_diff=%d other_diff=%d\n",
+                n_real, c.rows, c.accepted, c.rejected, c.general, c.token_diff, c.other_diff);
+    CHECK(c.token_diff == 0);
+    CHECK(c.other_diff == 0);
+    CHECK(c.accepted > 0);
+    CHECK(c.rejected > 0);
+    // The flat rows of the larger vocabularies cut past the candidates: the general path judges them.
+    if (n_real >= 300) CHECK(c.general > 0);
+  }
 }
 
 TEST_CASE("the CPU model handles NaN, all -inf, +inf and padding rows as sample_ref does", "[unit]") {

@@ -19,7 +19,7 @@
 
 #include "attention/attention.h"
 #include "backend/cuda/cuda_internal.h"
-#include "backend/cuda/host_acceptance.h"
+#include "backend/cuda/verify_items.h"
 #include "backend/step_graphs.h"
 #include "backend/cuda_layout.h"
 #include "common/named_logger.h"
@@ -238,7 +238,7 @@ class CudaBackend final : public Backend {
   DType activation_dtype() const override { return DType::kF16; }
   int64_t weight_bytes() const override { return weight_bytes_; }
   double read_gbps() const override { return report_.read_gbps; }
-  bool accepts_drafts() const override { return true; }  // on the host for now (host_acceptance.h)
+  bool accepts_drafts() const override { return true; }  // verify_items.h
   std::optional<DeviceMemoryInfo> device_memory() const override;
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
@@ -364,6 +364,7 @@ class CudaBackend final : public Backend {
   int32_t* d_status_ = nullptr;
   int32_t* d_nan_index_ = nullptr;
   kernels::gdn::Commit* d_commit_ = nullptr;
+  std::vector<kernels::gdn::State> commit_states_;  // gdn_commit's layers, reused round to round
   kernels::sampling::PenaltyState penalties_;
 
   // CUDA graphs of decode-sized steps (step_graphs.h). A graph-sized step first runs as a probe: the ops are
@@ -388,10 +389,9 @@ class CudaBackend final : public Backend {
   PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
   PinnedBuffer h_logits_;     // rows with kOutLogits
   PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
-  int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_: kOutLogits rows, verify rows decided on the host
+  int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_ (kOutLogits)
   std::vector<int64_t> logit_index_;        // per output row: its row in h_logits_, -1 when none
   std::vector<cuda::VerifyItem> verify_items_;  // the step's verify items (pointing into batch_->seqs)
-  bool any_host_accept_ = false;               // an item decided on the host (its logits come down)
   int64_t n_hidden_rows_ = 0;
   int64_t hidden_cols_ = 0;
 };
@@ -610,17 +610,16 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   }
   // Eager steps round too, so that a graph and the eager path launch the same grids (step_graphs.h).
   if (max_context_ > 0) max_context_ = context_bucket(max_context_);
-  // Each output row's sampling parameters with its sequence's slot, and the rows themselves. A verify item
-  // decided on the host (host_acceptance.h) has its rows' logits downloaded and skips the device sampler; one
-  // decided from the device sampler's rows keeps them sampled and downloads nothing.
+  // Each output row's sampling parameters with its sequence's slot, and the rows themselves. A verify item's row j
+  // judges the draft after it and counts the drafts before it in its penalties (verify_items.h).
   row_params_ = sampler_rows(batch);
-  any_host_accept_ = false;
-  for (cuda::VerifyItem& it : verify_items_) {
-    it.on_device = kernels::sampling::rows_decide_independently(row_params_.data() + it.first,
-                                                                  static_cast<int32_t>(it.n));
-    if (it.on_device) continue;
-    any_host_accept_ = true;
-    for (int64_t j = 0; j < it.n; ++j) row_params_[static_cast<size_t>(it.first + j)].flags &= ~kernels::sampling::kSample;
+  for (const cuda::VerifyItem& it : verify_items_) {
+    for (int64_t j = 0; j < it.n; ++j) {
+      kernels::sampling::RowParams& r = row_params_[static_cast<size_t>(it.first + j)];
+      if (j + 1 < it.n) r.draft = batch.tokens[static_cast<size_t>(it.seq->row0 + 1 + j)];
+      r.pending_offset = it.seq->row0 + 1;
+      r.pending_count = static_cast<int32_t>(j);
+    }
   }
   out_rows_.resize(static_cast<size_t>(n_out));
   n_logit_rows_ = 0;
@@ -629,8 +628,7 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   for (int32_t i = 0; i < n_out; ++i) {
     const OutputRow& o = batch.outputs[static_cast<size_t>(i)];
     out_rows_[static_cast<size_t>(i)] = o.row;
-    const bool host_accept = (o.flags & kOutAccept) && !(row_params_[static_cast<size_t>(i)].flags & kernels::sampling::kSample);
-    if ((o.flags & kOutLogits) || host_accept) logit_index_[static_cast<size_t>(i)] = n_logit_rows_++;
+    if (o.flags & kOutLogits) logit_index_[static_cast<size_t>(i)] = n_logit_rows_++;
     n_hidden_rows_ += (o.flags & kOutHidden) ? 1 : 0;
   }
   const bool rerun = std::exchange(rerun_, false);
@@ -795,26 +793,20 @@ Status CudaBackend::end_step(StepResult& result) {
       }
     }
   }
-  cuda::accept_sampled_items(verify_items_, *batch_, result);
-  if (any_host_accept_) {
-    const std::vector<kernels::sampling::RowParams> rows = sampler_rows(*batch_);
-    cuda::HostAcceptance acc;
-    acc.batch = batch_;
-    acc.rows = &rows;
-    acc.logits = h_logits_.as<float>();
-    acc.logit_index = &logit_index_;
-    acc.vocab_stride = limits_.vocab_size;
-    acc.n_vocab_real = std::min(limits_.n_vocab_real, limits_.vocab_size);
-    acc.bias_ids = batch_->bias_ids.data();
-    acc.bias_values = batch_->bias_values.data();
-    acc.device_penalties = penalties_;
-    acc.stream = stream_;
-    if (Status st = cuda::accept_verify_items(acc, verify_items_, result); !st.is_ok()) {
+  // The walk over the judged rows; the accepted drafts join the slot's penalty counts (the next step counts its
+  // input token, the correction or bonus, as every step does).
+  const std::vector<int32_t> accepted = cuda::accept_judged_items(verify_items_, *batch_, result);
+  for (size_t i = 0; i < verify_items_.size(); ++i) {
+    const kernels::SeqDesc& q = *verify_items_[i].seq;
+    if (accepted[i] == 0 || q.slot < 0) continue;
+    const kernels::KernelStatus st =
+        kernels::sampling::count_generated(penalties_, q.slot, d_tokens_ + q.row0 + 1, accepted[i], stream_);
+    if (!st.ok()) {
       batch_ = nullptr;
-      return st;
+      return kernel_status(st, "count_generated");
     }
   }
-  if (n_logit_rows_ > 0) {  // the kOutLogits rows only (verify rows came down for the acceptance)
+  if (n_logit_rows_ > 0) {
     const float* l = h_logits_.as<float>();
     const auto vocab = static_cast<size_t>(limits_.vocab_size);
     for (int32_t i = 0; i < n_out; ++i) {
@@ -1046,8 +1038,8 @@ void CudaBackend::gdn_layer(const GdnParams& p, const GdnWeights& w, const Tenso
 }
 
 Status CudaBackend::gdn_commit(const GdnParams& p, std::span<GdnStateLayer> layers, int32_t slot, int32_t index) {
-  std::vector<kernels::gdn::State> states;
-  states.reserve(layers.size());
+  std::vector<kernels::gdn::State>& states = commit_states_;
+  states.clear();
   for (const GdnStateLayer& state : layers) {
     if (state.recurrent.empty()) continue;
     states.push_back(gdn_state_view(state));
@@ -1145,6 +1137,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
       a.bias_ids = d_bias_ids_;
       a.bias_values = d_bias_values_;
       a.penalties = penalties_;
+      a.penalties.pending = d_tokens_;  // the verify rows' drafts (RowParams::pending_*)
       a.masks = batch_->masks.empty() ? nullptr : d_masks_;
       a.mask_words = batch_->mask_words;
       a.out.token = d_token_out_ + r0;
@@ -1161,7 +1154,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     for (int64_t i = 0; i < nr; ++i) {
       const OutputRow& o = outputs[static_cast<size_t>(r0 + i)];
       cudaError_t e = cudaSuccess;
-      if (logit_index_[static_cast<size_t>(r0 + i)] >= 0) {  // kOutLogits, or a verify row decided on the host
+      if (logit_index_[static_cast<size_t>(r0 + i)] >= 0) {  // kOutLogits
         e = cudaMemcpyAsync(h_logits_.as<float>() + logit_index_[static_cast<size_t>(r0 + i)] * vocab,
                             logits_ws.f32_row(i),
                             static_cast<size_t>(vocab) * sizeof(float), cudaMemcpyDeviceToHost, stream_);
