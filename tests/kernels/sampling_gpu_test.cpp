@@ -27,6 +27,7 @@
 #include "kernels/sampling/accept.h"
 #include "kernels/sampling/philox.h"
 #include "kernels/sampling/sampling.h"
+#include "sampling_draft_ref.h"
 #include "sampling_random.h"
 
 using namespace voltserve::kernels;
@@ -543,58 +544,23 @@ struct Stream {
   }
 };
 
-// The penalty state row p sees: a copy of b's, with the row's pending ids counted into its slot.
-PenaltyState penalties_with_pending(Batch& b, const RowParams& p, std::vector<int32_t>& counts) {
-  counts = b.counts;
-  PenaltyState pen = b.host_penalties();
-  pen.counts = counts.empty() ? nullptr : counts.data();
-  if (p.slot >= 0 && p.slot < pen.n_slots && pen.counts != nullptr) {
-    for (int32_t j = 0; j < p.pending_count; ++j) {
-      const int32_t id = b.pending[static_cast<size_t>(p.pending_offset + j)];
-      if (id >= 0 && id < pen.vocab) ++counts[static_cast<size_t>(p.slot) * static_cast<size_t>(pen.vocab) + static_cast<size_t>(id)];
-    }
-  }
-  return pen;
-}
-
-// accept_drafts_ref's verdict on each draft row of b: row 0 of a one-draft item (with a copy of the penalty state,
-// which the rule updates when it accepts).
+// accept_drafts_ref's verdict on each draft row of b (sampling_draft_ref.h); the other rows' from sample_ref.
 Results reference_draft_rows(Batch& b) {
   Results r = run_reference(b);  // the rows without a draft
   for (int32_t i = 0; i < b.n_rows(); ++i) {
     const RowParams& p = b.rows[static_cast<size_t>(i)];
     if (p.draft < 0) continue;
-    const RowParams rows[2] = {p, p};
-    std::vector<float> logits(2 * static_cast<size_t>(b.stride));
-    const float* x = b.logits.data() + static_cast<size_t>(i) * static_cast<size_t>(b.stride);
-    std::copy_n(x, b.stride, logits.begin());
-    std::copy_n(x, b.stride, logits.begin() + b.stride);
-    std::vector<int32_t> counts;
-    const PenaltyState pen = penalties_with_pending(b, p, counts);
-    int32_t token[2], status[2], nan_index[2] = {-1, -1};
-    float logprob[2] = {0.0f, 0.0f};
-    std::vector<int32_t> top(2 * kMaxTopLogprobs, -1);
-    std::vector<float> top_lp(2 * kMaxTopLogprobs, 0.0f);
-    AcceptArgs a;
-    a.logits = logits.data();
-    a.logits_stride = b.stride;
-    a.n_vocab_real = b.n_real;
-    a.n_drafts = 1;
-    a.drafts = &p.draft;
-    a.rows = rows;
-    a.bias_ids = b.bias_ids.data();
-    a.bias_values = b.bias_values.data();
-    a.penalties = pen;
-    a.out = Outputs{token, logprob, top.data(), top_lp.data(), status, nan_index};
-    accept_drafts_ref(a);
+    const voltserve::test::DraftVerdict v = voltserve::test::judge_draft_ref(
+        b.logits.data() + static_cast<size_t>(i) * static_cast<size_t>(b.stride), b.stride, b.n_real, p,
+        b.bias_ids.data(), b.bias_values.data(), b.host_penalties(), b.pending.data());
     const size_t ri = static_cast<size_t>(i);
-    r.token[ri] = token[0];
-    r.status[ri] = status[0];
-    r.nan_index[ri] = status[0] == kNanLogits ? nan_index[0] : r.nan_index[ri];
-    r.logprob[ri] = logprob[0];
-    std::copy_n(top.begin(), kMaxTopLogprobs, r.top_ids.begin() + static_cast<std::ptrdiff_t>(ri * kMaxTopLogprobs));
-    std::copy_n(top_lp.begin(), kMaxTopLogprobs,
-                r.top_logprobs.begin() + static_cast<std::ptrdiff_t>(ri * kMaxTopLogprobs));
+    r.token[ri] = v.token;
+    r.status[ri] = v.status;
+    r.nan_index[ri] = v.status == kNanLogits ? v.nan_index : r.nan_index[ri];
+    r.logprob[ri] = v.logprob;
+    std::copy(v.top_ids.begin(), v.top_ids.end(), r.top_ids.begin() + static_cast<std::ptrdiff_t>(ri * kMaxTopLogprobs));
+    std::copy(v.top_logprobs.begin(), v.top_logprobs.end(),
+              r.top_logprobs.begin() + static_cast<std::ptrdiff_t>(ri * kMaxTopLogprobs));
   }
   return r;
 }
@@ -607,8 +573,8 @@ bool draft_boundary_case(Batch& b, int32_t r, int32_t t, const std::string& name
   const float* x = b.logits.data() + static_cast<size_t>(r) * static_cast<size_t>(b.stride);
   std::vector<float> processed;
   std::vector<int32_t> counts;
-  process_logits_ref(x, b.n_real, p, b.bias_ids.data(), b.bias_values.data(), penalties_with_pending(b, p, counts),
-                     processed);
+  process_logits_ref(x, b.n_real, p, b.bias_ids.data(), b.bias_values.data(),
+                     voltserve::test::with_pending(b.host_penalties(), p, b.pending.data(), counts), processed);
   std::vector<std::pair<int32_t, double>> dist;
   final_distribution_ref(processed, p, dist);
   double p_d = 0.0, rest = 0.0;

@@ -16,6 +16,7 @@
 #include "kernels/sampling/accept.h"
 #include "kernels/sampling/sampling.h"
 #include "kernels/sampling/sampling_math.h"
+#include "sampling_draft_ref.h"
 #include "sampling_random.h"
 
 using namespace voltserve::kernels;
@@ -364,50 +365,21 @@ RowOut reference_row(const Row& row, const Step& step) {
   return o;
 }
 
-// accept_drafts_ref's verdict on one draft row: row 0 of a one-draft item (the bonus row after it is not
-// compared), its pending ids (the drafts before it in an item) counted into a copy of the penalty state first, as
-// the rule counts accepted drafts.
+// accept_drafts_ref's verdict on one draft row (sampling_draft_ref.h).
 RowOut reference_draft_row(const Row& row, const Step& step) {
-  RowOut o;
-  RowParams rows[2] = {row.params, row.params};
-  rows[1].draft = -1;
-  std::vector<float> logits(row.logits);
-  logits.insert(logits.end(), row.logits.begin(), row.logits.end());
-  std::vector<int32_t> counts(step.counts);
-  PenaltyState pen = step.pen;
-  pen.counts = counts.empty() ? nullptr : counts.data();
-  pen.pending = nullptr;
   const RowParams& p = row.params;
-  if (p.slot >= 0 && p.slot < pen.n_slots && pen.counts != nullptr) {
-    for (int32_t i = 0; i < p.pending_count; ++i) {
-      const int32_t id = step.pending[static_cast<size_t>(p.pending_offset + i)];
-      if (id >= 0 && id < pen.vocab) ++counts[static_cast<size_t>(p.slot) * static_cast<size_t>(pen.vocab) + static_cast<size_t>(id)];
-    }
-  }
-  int32_t token[2] = {-1, -1}, status[2] = {0, 0}, nan_index[2] = {-1, -1};
-  float logprob[2] = {0.0f, 0.0f};
-  std::vector<int32_t> top(2 * kMaxTopLogprobs, -1);
-  std::vector<float> toplp(2 * kMaxTopLogprobs, 0.0f);
-  AcceptArgs a;
-  a.logits = logits.data();
-  a.logits_stride = static_cast<int64_t>(row.logits.size());
-  a.n_vocab_real = row.n_real;
-  a.n_drafts = 1;
-  a.drafts = &row.params.draft;
-  a.rows = rows;
-  a.bias_ids = step.bias_ids.data();
-  a.bias_values = step.bias_values.data();
-  a.penalties = pen;
-  a.out = Outputs{token, logprob, top.data(), toplp.data(), status, nan_index};
-  accept_drafts_ref(a);
-  o.token = token[0];
-  o.status = status[0];
-  o.nan_index = nan_index[0];
-  if (o.status == kRowOk && (row.params.flags & kLogprobs) != 0) {
-    o.logprob = logprob[0];
-    const int32_t k = top_logprob_count(row.params, row.n_real);
-    o.top_ids.assign(top.begin(), top.begin() + k);
-    o.top_logprobs.assign(toplp.begin(), toplp.begin() + k);
+  const voltserve::test::DraftVerdict v =
+      voltserve::test::judge_draft_ref(row.logits.data(), static_cast<int64_t>(row.logits.size()), row.n_real, p,
+                                       step.bias_ids.data(), step.bias_values.data(), step.pen, step.pending.data());
+  RowOut o;
+  o.token = v.token;
+  o.status = v.status;
+  o.nan_index = v.nan_index;
+  if (o.status == kRowOk && (p.flags & kLogprobs) != 0) {
+    o.logprob = v.logprob;
+    const auto k = static_cast<size_t>(top_logprob_count(p, row.n_real));
+    o.top_ids.assign(v.top_ids.begin(), v.top_ids.begin() + static_cast<std::ptrdiff_t>(k));
+    o.top_logprobs.assign(v.top_logprobs.begin(), v.top_logprobs.begin() + static_cast<std::ptrdiff_t>(k));
   }
   return o;
 }
