@@ -30,6 +30,7 @@
 #include "sampling/accept.h"
 #include "sampling/mask_handoff.h"
 #include "sampling/sampling.h"
+#include "sampling/sampling_math.h"
 
 namespace voltserve {
 namespace cuda {
@@ -793,12 +794,15 @@ Status CudaBackend::end_step(StepResult& result) {
       }
     }
   }
-  // The walk over the judged rows; the accepted drafts join the slot's penalty counts (the next step counts its
-  // input token, the correction or bonus, as every step does).
+  // The walk over the judged rows; a penalized request's accepted drafts join its slot's counts (the next step
+  // counts its input token, the correction or bonus, as every step does). Only a penalized request reads the
+  // counts, so the others skip the launch.
   const std::vector<int32_t> accepted = cuda::accept_judged_items(verify_items_, *batch_, result);
   for (size_t i = 0; i < verify_items_.size(); ++i) {
     const kernels::SeqDesc& q = *verify_items_[i].seq;
-    if (accepted[i] == 0 || q.slot < 0) continue;
+    const kernels::sampling::RowParams& row = row_params_[static_cast<size_t>(verify_items_[i].first)];
+    const bool penalized = kernels::sampling::row_process(row, nullptr, nullptr, penalties_, limits_.n_vocab_real).penalized;
+    if (accepted[i] == 0 || !penalized) continue;
     const kernels::KernelStatus st =
         kernels::sampling::count_generated(penalties_, q.slot, d_tokens_ + q.row0 + 1, accepted[i], stream_);
     if (!st.ok()) {
