@@ -92,6 +92,19 @@ Status Backend::copy_kv_page(KvCacheLayer& cache, int32_t page_size, int32_t src
   return copy_rows(cache.v, src, cache.v, dst, page_size);
 }
 
+Status Backend::end_step_deferred() {
+  StepResult r;
+  VS_RETURN_IF_ERROR(end_step(r));
+  deferred_.push_back(std::move(r));
+  return Status::ok();
+}
+
+Status Backend::take_deferred(std::vector<StepResult>& results) {
+  results = std::move(deferred_);
+  deferred_.clear();
+  return Status::ok();
+}
+
 std::vector<kernels::sampling::RowParams> sampler_rows(const StepBatch& batch) {
   std::vector<kernels::sampling::RowParams> rows(batch.outputs.size());
   for (size_t i = 0; i < rows.size(); ++i) {

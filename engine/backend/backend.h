@@ -218,6 +218,8 @@ class Backend {
   virtual Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) = 0;
   // Small fp32 parameters (norm weights, conv taps, A_log): [rows, cols].
   virtual Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) = 0;
+  // Ids for the kernels (the MTP head's draft-vocabulary rows, embed_samples): [1, ids.size()] int32.
+  virtual Result<Tensor> upload_ids(std::span<const int32_t> ids, std::string_view what) = 0;
   // A linear weight from one or several checkpoint tensors sharing k (concatenated rows, see PreparedLinear).
   virtual Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                                  std::string_view what) = 0;
@@ -237,12 +239,24 @@ class Backend {
   // replays captured graphs first sees a step's ops without launching them (to find its graph), and when it has
   // none, nothing of the step ran. The caller then runs the same step (same batch, same ops) once more.
   virtual bool rerun_step() const { return false; }
+  // end_step() without waiting for the device: the step's sampled ids and row statuses (its kOutSample rows; no
+  // logprobs, logits or hidden states) are kept until take_deferred() hands them over, one StepResult per deferred
+  // step in step order, after waiting for the device once. A chain of deferred steps whose inputs come from the
+  // device (embed_samples) runs back to back, with no host round trip between its steps. The defaults suit a
+  // backend whose end_step() is synchronous anyway (CPU).
+  virtual Status end_step_deferred();
+  virtual Status take_deferred(std::vector<StepResult>& results);
   // Steps replayed from captured graphs so far (0 for a backend without graphs).
   virtual int64_t graph_replays() const { return 0; }
 
   // out[i] = table row tokens[i] for the step's T tokens (the embedding as a [vocab, hidden] linear weight, shared
   // with a tied lm_head). out: [T, hidden] fp32.
   virtual void embed(const PreparedLinear& table, Tensor& out) = 0;
+  // out[i] = table row of the id the previous step sampled at its output row i (id_map[sampled] when id_map is not
+  // empty: the previous step sampled over a draft vocabulary), row 0 where that row sampled nothing. The step's own
+  // tokens are placeholders; its sequences hold no slot (nothing of it is counted into a penalty state). The MTP
+  // head's draft chain: each step embeds the draft the step before it sampled, on the device.
+  virtual void embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) = 0;
   // out = x / sqrt(mean(x^2) + eps) * w, per row. `w` already holds (1 + w) for the zero-centred norms.
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; out = rms_norm(residual) (a decoder layer's add fused with the next norm).
@@ -283,6 +297,9 @@ class Backend {
   // hidden state as its flags ask. logits_ws is a [>= 1, vocab] fp32 workspace; rows are processed in chunks of
   // its height.
   virtual void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) = 0;
+
+ protected:
+  std::vector<StepResult> deferred_;  // the default end_step_deferred()'s results
 };
 
 // Runs one step — `once()` calls begin_step, the ops and end_step — again while the backend asks for it

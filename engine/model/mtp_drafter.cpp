@@ -70,50 +70,46 @@ Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const
     }
   }
   if (!any) return Status::ok();
+  // Every pass is deferred and each chain step embeds the drafts the pass before it sampled, on the backend: the
+  // host waits once for the whole chain (take_drafts), not once per draft.
+  const MtpPass first{.tokens_from_samples = false, .defer = true};
+  const MtpPass chained{.tokens_from_samples = true, .defer = true};
   VS_RETURN_IF_ERROR(head_->forward(b, model.final_residual(batch.n_tokens()), MtpHead::Input::kMainResidual, cache_,
-                                    page_size_, pass_result_));
-
+                                    page_size_, pass_result_, first));
   int32_t depth = 0;
-  last_draft_.assign(drafting_.size(), -1);
-  for (size_t j = 0; j < drafting_.size(); ++j) {
-    const RowResult& r = pass_result_.rows[j];
-    if (r.status != kernels::sampling::kRowOk || r.token < 0) continue;
-    last_draft_[j] = r.token;
-    result.rows[static_cast<size_t>(drafting_[j].result_row)].drafts.push_back(r.token);
-    depth = std::max(depth, drafting_[j].n_draft);
-  }
+  for (const Drafting& d : drafting_) depth = std::max(depth, d.n_draft);
   // Chain steps: one row per drafting sequence, the same order as the previous pass's outputs (so its h' rows are
-  // this pass's hidden input); a sequence that has its drafts (or failed) keeps its row with no tokens.
+  // this pass's hidden input and its samples this pass's tokens); a sequence that has its drafts keeps its row
+  // with no tokens.
   for (int32_t step = 2; step <= depth; ++step) {
     b.clear();
     b.page_table = batch.page_table;
     for (size_t j = 0; j < drafting_.size(); ++j) {
       const Drafting& d = drafting_[j];
       kernels::SeqDesc m = batch.seqs[static_cast<size_t>(d.seq)];
-      const bool active = last_draft_[j] >= 0 && d.n_draft >= step;
       m.row0 = static_cast<int32_t>(j);
-      m.n_tokens = active ? 1 : 0;
+      m.n_tokens = d.n_draft >= step ? 1 : 0;
       m.n_past = d.position + step - 1;
       m.slot = -1;
       m.ckpt = -1;
       m.n_draft = 0;
       m.n_prompt = 0;
       b.seqs.push_back(m);
-      b.tokens.push_back(std::max(last_draft_[j], 0));
+      b.tokens.push_back(0);  // a placeholder: the pass embeds the previous pass's sample of row j
       b.outputs.push_back(greedy_row(static_cast<int32_t>(j)));
     }
     const Tensor hidden = head_->output_hidden(static_cast<int64_t>(drafting_.size()));
-    VS_RETURN_IF_ERROR(head_->forward(b, hidden, MtpHead::Input::kDraftHidden, cache_, page_size_, pass_result_));
-    for (size_t j = 0; j < drafting_.size(); ++j) {
-      const Drafting& d = drafting_[j];
-      const RowResult& r = pass_result_.rows[j];
-      if (last_draft_[j] < 0 || d.n_draft < step) continue;
-      if (r.status != kernels::sampling::kRowOk || r.token < 0) {
-        last_draft_[j] = -1;
-        continue;
-      }
-      last_draft_[j] = r.token;
-      result.rows[static_cast<size_t>(d.result_row)].drafts.push_back(r.token);
+    VS_RETURN_IF_ERROR(head_->forward(b, hidden, MtpHead::Input::kDraftHidden, cache_, page_size_, pass_result_, chained));
+  }
+  // passes_[s] holds draft s + 1 of every drafting sequence (row j); a sequence's drafts end at its first failed
+  // row (the passes after it drafted from a placeholder).
+  VS_RETURN_IF_ERROR(head_->take_drafts(passes_));
+  for (size_t j = 0; j < drafting_.size(); ++j) {
+    std::vector<int32_t>& drafts = result.rows[static_cast<size_t>(drafting_[j].result_row)].drafts;
+    for (int32_t s = 0; s < drafting_[j].n_draft && s < static_cast<int32_t>(passes_.size()); ++s) {
+      const RowResult& r = passes_[static_cast<size_t>(s)].rows[j];
+      if (r.status != kernels::sampling::kRowOk || r.token < 0) break;
+      drafts.push_back(r.token);
     }
   }
   return Status::ok();

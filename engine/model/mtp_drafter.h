@@ -4,8 +4,9 @@
 // token at its last emitted row) — so the MTP KV cache covers the whole context and is rewritten over rejected
 // drafts; the last emitted row's output is the first draft. Each further draft step feeds the head's own h' and
 // the token just drafted at position + 1 (one row per drafting sequence). Drafting is greedy over the full
-// vocabulary. Host-orchestrated passes on the backend (each a begin_step/end_step); the CUDA round will run the
-// same passes from device-side metadata. Tested in tests/golden/speculative_test.cpp.
+// vocabulary (or a draft vocabulary). The passes are steps of their own on the backend, deferred and chained on the
+// device (MtpPass): the host plans them all up front and waits once, for the whole chain. Tested in
+// tests/golden/speculative_test.cpp (and the chain against tools/mtp.py's in tests/support/mtp_reference.h).
 #pragma once
 
 #include <cstdint>
@@ -45,9 +46,9 @@ class MtpDrafter {
   KvCacheLayer cache_;
   int32_t page_size_;
   StepBatch pass_;       // reused from pass to pass
-  StepResult pass_result_;
+  StepResult pass_result_;        // stays empty: every pass is deferred
+  std::vector<StepResult> passes_;  // the deferred passes' drafts
   std::vector<Drafting> drafting_;
-  std::vector<int32_t> last_draft_;
 };
 
 }  // namespace voltserve

@@ -119,6 +119,9 @@ Result<std::unique_ptr<MtpHead>> MtpHead::load(WeightProvider& source, const Mod
     VS_ASSIGN_OR_RETURN(h->draft_head_,
                         backend.prepare_linear({&rows, 1}, "draft lm_head (" + std::to_string(n_draft_rows) + " rows)"));
     h->draft_ids_ = options.draft_ids;
+    const std::vector<int32_t> ids = options.shape_only ? std::vector<int32_t>(static_cast<size_t>(n_draft_rows))
+                                                        : options.draft_ids;
+    VS_ASSIGN_OR_RETURN(h->draft_map_, backend.upload_ids(ids, "MTP draft vocabulary ids"));
   }
   // The host copies were uploaded (device backends) or are kept for the CPU backend's reads.
   AttentionParams& ap = h->attn_params_;
@@ -176,24 +179,34 @@ Result<KvCacheLayer> MtpHead::alloc_cache(int32_t page_size, int32_t n_pages, DT
 }
 
 Status MtpHead::forward(const StepBatch& batch, const Tensor& hidden_in, Input input, KvCacheLayer& cache,
-                        int32_t page_size, StepResult& result) {
+                        int32_t page_size, StepResult& result, MtpPass pass) {
   if (max_rows_ == 0) return internal_error("MtpHead::forward before configure");
   // The pass writes h' into the other buffer; it becomes current once the pass succeeded (a graph-replaying
   // backend may run the pass more than once: run_step).
   const int next = 1 - current_;
-  const Status s = run_step(*backend_, [&] { return forward_once(batch, hidden_in, input, cache, page_size, next, result); });
+  const Status s =
+      run_step(*backend_, [&] { return forward_once(batch, hidden_in, input, cache, page_size, next, pass, result); });
   if (!s.is_ok()) return s;
   if (!batch.outputs.empty()) current_ = next;
-  if (!draft_ids_.empty()) {  // draft-vocabulary rows back to token ids
-    for (RowResult& r : result.rows) {
-      if (r.token >= 0 && r.token < static_cast<int32_t>(draft_ids_.size())) r.token = draft_ids_[static_cast<size_t>(r.token)];
-    }
-  }
+  if (!pass.defer) map_drafts(result);
   return s;
 }
 
+Status MtpHead::take_drafts(std::vector<StepResult>& passes) {
+  VS_RETURN_IF_ERROR(backend_->take_deferred(passes));
+  for (StepResult& r : passes) map_drafts(r);
+  return Status::ok();
+}
+
+void MtpHead::map_drafts(StepResult& result) const {
+  if (draft_ids_.empty()) return;
+  for (RowResult& r : result.rows) {
+    if (r.token >= 0 && r.token < static_cast<int32_t>(draft_ids_.size())) r.token = draft_ids_[static_cast<size_t>(r.token)];
+  }
+}
+
 Status MtpHead::forward_once(const StepBatch& batch, const Tensor& hidden_in, Input input, KvCacheLayer& cache,
-                             int32_t page_size, int next, StepResult& result) {
+                             int32_t page_size, int next, MtpPass pass, StepResult& result) {
   const int64_t T = batch.n_tokens();
   const auto n_out = static_cast<int64_t>(batch.outputs.size());
   if (hidden_in.dtype != DType::kF32) return internal_error("MtpHead::forward: the hidden input must be fp32");
@@ -223,7 +236,11 @@ Status MtpHead::forward_once(const StepBatch& batch, const Tensor& hidden_in, In
   Tensor hidden32 = ws_.hidden32.first_rows(T);
 
   // u = fc([norm(embed(x_{i+1})) ; norm(h_i)])
-  be.embed(*embed_, embedded);
+  if (pass.tokens_from_samples) {
+    be.embed_samples(*embed_, draft_map_, embedded);
+  } else {
+    be.embed(*embed_, embedded);
+  }
   be.rms_norm(embedded, w_.pre_fc_norm_embedding, eps, e_part);
   if (input == Input::kMainResidual) {
     be.rms_norm(hidden, final_norm_, eps, hidden32);  // h_i, as the main model's final norm forms it
@@ -254,7 +271,7 @@ Status MtpHead::forward_once(const StepBatch& batch, const Tensor& hidden_in, In
     be.gather_output_rows(normed, out_act);
     be.lm_head_outputs(draft_head_ ? *draft_head_ : *lm_head_, out_act, logits);
   }
-  return be.end_step(result);
+  return pass.defer ? be.end_step_deferred() : be.end_step(result);
 }
 
 }  // namespace voltserve

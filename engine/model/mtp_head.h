@@ -7,7 +7,9 @@
 // end_step) whose StepBatch lists the pairs' tokens and positions (SeqDesc slot -1: no recurrent or penalty state)
 // and whose output rows are the drafts' greedy samples. The embedding is the main model's; the draft lm_head is
 // the main model's, or its rows of a draft vocabulary (MtpLoadOptions), whose greedy samples are mapped back to token
-// ids (kOutLogits rows of a pass then cover the draft vocabulary only).
+// ids (kOutLogits rows of a pass then cover the draft vocabulary only). A pass may take its tokens from the
+// device (the drafts the pass before it sampled: Backend::embed_samples) and leave its results there until
+// take_drafts(), so that a whole draft chain runs without a host round trip between its passes.
 // Tested against tools/mtp.py's reference logits in tests/golden/mtp_golden_test.cpp.
 #pragma once
 
@@ -55,6 +57,15 @@ Result<bool> parse_mtp_nvfp4(std::string_view option);
 // Whether the checkpoint carries an MTP head (mtp.fc.weight and the rest are then required).
 bool checkpoint_has_mtp(const Checkpoint& checkpoint);
 
+// How one MTP pass gets its tokens and returns its drafts. tokens_from_samples: the pass's x_{i+1} of row i is
+// what the previous pass sampled at its output row i (batch.tokens are placeholders; Backend::embed_samples).
+// defer: the forward's `result` stays empty and MtpHead::take_drafts() returns the pass's drafts later (its output
+// rows may then only sample; Backend::end_step_deferred).
+struct MtpPass {
+  bool tokens_from_samples = false;
+  bool defer = false;
+};
+
 class MtpHead {
  public:
   // The mtp.* tensors of `source` (BF16 in published checkpoints; load_linear decides each one's format, so a BF16
@@ -79,15 +90,20 @@ class MtpHead {
   // place them (slot -1), batch.outputs are the rows to draft from (kOutSample greedy; kOutLogits for tests).
   // After it, output_hidden() holds h' (fp32) of the output rows, in output order: the hidden input of the next
   // chain step when that step has one row per output of this one.
+  // With pass.tokens_from_samples / pass.defer: MtpPass.
   Status forward(const StepBatch& batch, const Tensor& hidden_in, Input input, KvCacheLayer& cache,
-                 int32_t page_size, StepResult& result);
+                 int32_t page_size, StepResult& result, MtpPass pass = {});
+  // The results of the deferred passes since the last call, one per pass in order, sampled rows mapped to ids.
+  Status take_drafts(std::vector<StepResult>& passes);
   Tensor output_hidden(int64_t n_outputs) const { return hidden_out_[current_].first_rows(n_outputs); }
 
  private:
   MtpHead() = default;
   // One attempt at the pass, writing h' into hidden_out_[next].
   Status forward_once(const StepBatch& batch, const Tensor& hidden_in, Input input, KvCacheLayer& cache,
-                      int32_t page_size, int next, StepResult& result);
+                      int32_t page_size, int next, MtpPass pass, StepResult& result);
+  // Draft-vocabulary rows of a pass's samples back to token ids.
+  void map_drafts(StepResult& result) const;
   struct Workspace {
     Tensor embedded;   // [T, hidden] fp32
     Tensor hidden32;   // [T, hidden] fp32: h_i = norm(main residual), then h' before the output gather
@@ -109,6 +125,7 @@ class MtpHead {
   const PreparedLinear* lm_head_ = nullptr;
   std::unique_ptr<PreparedLinear> draft_head_;  // the draft vocabulary's rows of the head; null: lm_head_
   std::vector<int32_t> draft_ids_;              // draft_head_ row -> token id
+  Tensor draft_map_;                            // draft_ids_ in backend memory (embed_samples); empty: none
   std::deque<std::unique_ptr<QuantizedWeight>> kept_;  // host weights made at load (quantized, gathered rows)
   Tensor final_norm_;
   MtpWeights w_;

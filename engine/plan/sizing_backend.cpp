@@ -64,6 +64,13 @@ Result<Tensor> SizingBackend::upload(std::span<const float> host, int64_t rows, 
   return Tensor{nullptr, DType::kF32, rows, cols, cols};
 }
 
+Result<Tensor> SizingBackend::upload_ids(std::span<const int32_t> ids, std::string_view what) {
+  (void)what;
+  const auto n = static_cast<int64_t>(ids.size());
+  add(Use::kSmallParams, cuda_layout::alloc_bytes(n * static_cast<int64_t>(sizeof(int32_t))));
+  return Tensor{nullptr, DType::kI32, 1, n, n};
+}
+
 Result<std::unique_ptr<PreparedLinear>> SizingBackend::prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                                       std::string_view what) {
   if (parts.empty()) return invalid_argument("sizing: " + std::string(what) + ": no weight parts");

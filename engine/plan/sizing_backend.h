@@ -58,6 +58,7 @@ class SizingBackend final : public Backend {
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
+  Result<Tensor> upload_ids(std::span<const int32_t> ids, std::string_view what) override;
   Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                          std::string_view what) override;
   Status configure(const StepLimits& limits) override;
@@ -67,6 +68,7 @@ class SizingBackend final : public Backend {
   Status end_step(StepResult&) override;
 
   void embed(const PreparedLinear&, Tensor&) override {}
+  void embed_samples(const PreparedLinear&, const Tensor&, Tensor&) override {}
   void rms_norm(const Tensor&, const Tensor&, float, Tensor&) override {}
   void rms_norm_residual(const Tensor&, Tensor&, const Tensor&, float, Tensor&) override {}
   void linear(const PreparedLinear&, const Tensor&, Tensor&) override {}

@@ -29,6 +29,8 @@ struct EmbedParams {
   const void* table;  // [vocab, hidden] row-major
   int64_t hidden;
   const int32_t* ids;  // [n_rows]
+  const int32_t* id_map;  // [n_map] or null
+  int32_t n_map;
   float* out;          // [n_rows, hidden], row stride out_stride
   int64_t out_stride;
   int64_t col_blocks;
@@ -39,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) embed_kernel(EmbedParams p) {
   const int64_t b = blockIdx.x;
   const int64_t row = b / p.col_blocks;
   const int64_t cb = b % p.col_blocks;
-  const int64_t id = p.ids[row];
+  const int64_t id = embed_row(p.ids[row], p.id_map, p.n_map);
   float* dst = p.out + row * p.out_stride;
   // All of the thread's loads first (kIters in flight), then the conversions and stores.
   using Raw = std::conditional_t<T == Table::kF32, std::conditional_t<V == 4, float4, float>,
@@ -192,7 +194,7 @@ KernelStatus embed(const EmbedArgs& a) {
   }
   const RowPlan plan = embed_plan(a);
   if (plan.blocks == 0) return VS_KERNEL_FAIL(kBadShape, "embed: too many rows x column blocks for one grid");
-  const EmbedParams p{a.table, a.hidden, a.ids, a.out, a.out_stride, plan.col_blocks};
+  const EmbedParams p{a.table, a.hidden, a.ids, a.id_map, a.n_map, a.out, a.out_stride, plan.col_blocks};
   const auto grid = static_cast<unsigned>(plan.blocks);
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool vec = plan.vec > 1;

@@ -11,13 +11,18 @@
 
 namespace voltserve::kernels::elementwise {
 
-// out[r, :] = float(table[ids[r], :]) for r < n_rows. table [vocab, hidden] row-major, table_dtype kF32, kF16 or
-// kBF16; out fp32 (the residual stream). Ids are checked against vocab by the caller (the runner validates steps).
+// out[r, :] = float(table[row_of(ids[r]), :]) for r < n_rows. table [vocab, hidden] row-major, table_dtype kF32,
+// kF16 or kBF16; out fp32 (the residual stream). row_of(i) is i, or id_map[i] with an id map (the ids are then
+// indices into it: a draft vocabulary's sampled rows, model/mtp_head.h); an id < 0 (a row that sampled nothing) or
+// >= n_map reads row 0. Ids and the map's entries are checked against vocab by the caller (the runner validates
+// steps, MtpHead its draft vocabulary).
 struct EmbedArgs {
   const void* table = nullptr;
   DType table_dtype = DType::kF32;
   int64_t hidden = 0;
   const int32_t* ids = nullptr;  // [n_rows]
+  const int32_t* id_map = nullptr;  // [n_map] or null
+  int32_t n_map = 0;
   int32_t n_rows = 0;
   float* out = nullptr;
   int64_t out_stride = 0;

@@ -16,6 +16,11 @@ namespace voltserve::kernels::elementwise {
 // silu(g) * u = g / (1 + exp(-g)) * u in fp32, the reference's expression and order (exp(-g) = inf for g < -88
 // gives -0 * u, as on the host).
 VS_HD float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+// The table row embed reads for id (EmbedArgs): the map's entry when there is a map, row 0 for an id outside it.
+VS_HD int32_t embed_row(int32_t id, const int32_t* id_map, int32_t n_map) {
+  if (id < 0 || (id_map != nullptr && id >= n_map)) return 0;
+  return id_map != nullptr ? id_map[id] : id;
+}
 
 inline constexpr int kThreads = 256;  // threads per block
 inline constexpr int kIters = 4;      // units per thread: a block covers kThreads * kIters units of a row

@@ -4,6 +4,7 @@
 
 #include "common/fp_formats.h"
 #include "elementwise/elementwise.h"
+#include "elementwise/elementwise_plan.h"
 
 namespace voltserve::kernels::elementwise {
 
@@ -11,7 +12,8 @@ void embed_ref(const EmbedArgs& a) {
   const auto* table = static_cast<const uint8_t*>(a.table);
   const size_t elem = dtype_bytes(a.table_dtype);
   for (int32_t r = 0; r < a.n_rows; ++r) {
-    const uint8_t* src = table + static_cast<size_t>(a.ids[r]) * static_cast<size_t>(a.hidden) * elem;
+    const int32_t id = embed_row(a.ids[r], a.id_map, a.n_map);
+    const uint8_t* src = table + static_cast<size_t>(id) * static_cast<size_t>(a.hidden) * elem;
     float* dst = a.out + static_cast<int64_t>(r) * a.out_stride;
     for (int64_t i = 0; i < a.hidden; ++i) {
       if (a.table_dtype == DType::kF32) {

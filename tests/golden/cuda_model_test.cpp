@@ -704,11 +704,13 @@ TEST_CASE("CUDA: the MTP head's draft logits and chain are within tolerance of t
       const testing::MtpReferenceDiff d = testing::check_mtp_against_reference(fixture_dir(name), **backend);
       const float tf_tol = one_pass_tolerance(d.max_abs_logit), chain_tol = decode_tolerance(d.max_abs_logit);
       std::printf("cuda MTP %s %s: teacher-forced max|diff|=%.3g (tol %.3g), chain max|diff|=%.3g (tol %.3g), "
-                  "chain drafts %s, max|logit| %.1f\n",
+                  "chain drafts %s, device-fed chain %s, max|logit| %.1f\n",
                   name, family, d.teacher_forced_worst, tf_tol, d.chain_worst, chain_tol,
-                  d.drafts_equal ? "equal" : "DIFFERENT", d.max_abs_logit);
+                  d.drafts_equal ? "equal" : "DIFFERENT", d.device_chain_equal ? "equal" : "DIFFERENT",
+                  d.max_abs_logit);
       CHECK(d.teacher_forced_worst <= tf_tol);
       CHECK(d.chain_worst <= chain_tol);
+      CHECK(d.device_chain_equal);  // the same kernels on the same rows: the drafts equal the host-fed chain's
     }
   }
 }

@@ -41,6 +41,7 @@ TEST_CASE("MTP head: draft logits and the greedy draft chain equal the PyTorch r
   INFO("draft chain logits: max |engine - reference| " << d.chain_worst);
   CHECK(d.chain_worst <= tol::kCpuVsTransformersLogitsAbs);
   CHECK(d.drafts_equal);
+  CHECK(d.device_chain_equal);
 }
 
 TEST_CASE("MTP head: a model without mtp tensors or without mtp layers is refused with a message", "[golden]") {

@@ -84,17 +84,28 @@ struct EmbedCase {
   DType dtype = DType::kF32;
   int rows = 1, pad = 0;
   size_t shift = 0;  // bytes added to the table and out pointers
+  int n_map = 0;      // > 0: the ids index a map of this many table rows (and some fall outside it)
 };
 
 bool run_embed(const EmbedCase& c, const std::vector<uint8_t>& table_host, const GuardedMatrix& table, uint64_t seed) {
   const std::string name = "embed table=" + std::string(dtype_name(c.dtype)) + " vocab=" + std::to_string(c.vocab) +
                            " hidden=" + std::to_string(c.hidden) + " rows=" + std::to_string(c.rows) +
                            (c.pad ? " stride=hidden+" + std::to_string(c.pad) : "") +
-                           (c.shift ? " shift=" + std::to_string(c.shift) : "");
+                           (c.shift ? " shift=" + std::to_string(c.shift) : "") +
+                           (c.n_map ? " map=" + std::to_string(c.n_map) : "");
   INFO(name);
   SplitMix rng(seed);
-  const std::vector<int32_t> ids = random_ids(c.rows, c.vocab, rng);
-  DeviceInts dids(ids);
+  std::vector<int32_t> ids = random_ids(c.rows, c.vocab, rng);
+  std::vector<int32_t> map, rows = ids;  // rows: the table row each output row must hold
+  if (c.n_map > 0) {
+    map = random_ids(c.n_map, c.vocab, rng);
+    for (size_t r = 0; r < ids.size(); ++r) {
+      // Indices into the map, with one before it (a row that sampled nothing) and one past it: both read row 0.
+      ids[r] = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(c.n_map + 2)) - 1;
+      rows[r] = ids[r] < 0 || ids[r] >= c.n_map ? 0 : map[static_cast<size_t>(ids[r])];
+    }
+  }
+  DeviceInts dids(ids), dmap(map);
   GuardedMatrix dout(c.rows, c.hidden, c.hidden + c.pad, 4, c.shift);
   dout.upload(nullptr);
   elementwise::EmbedArgs a;
@@ -102,6 +113,8 @@ bool run_embed(const EmbedCase& c, const std::vector<uint8_t>& table_host, const
   a.table_dtype = c.dtype;
   a.hidden = c.hidden;
   a.ids = dids.get();
+  a.id_map = c.n_map > 0 ? dmap.get() : nullptr;
+  a.n_map = c.n_map;
   a.n_rows = c.rows;
   a.out = dout.as<float>();
   a.out_stride = c.hidden + c.pad;
@@ -116,7 +129,9 @@ bool run_embed(const EmbedCase& c, const std::vector<uint8_t>& table_host, const
   std::vector<float> ref(static_cast<size_t>(c.rows * c.hidden));
   elementwise::EmbedArgs h = a;
   h.table = table_host.data();
-  h.ids = ids.data();
+  h.ids = rows.data();  // the expected rows straight, not through the map
+  h.id_map = nullptr;
+  h.n_map = 0;
   h.out = ref.data();
   h.out_stride = c.hidden;
   elementwise::embed_ref(h);
@@ -333,6 +348,8 @@ TEST_CASE("elementwise gpu embed matches the reference exactly", "[gpu]") {
             c.rows = rows;
             c.pad = pad;
             c.shift = shift;
+            run_embed(c, table_host, table, seed++);
+            c.n_map = 13;  // a draft vocabulary's sampled rows back to table rows
             run_embed(c, table_host, table, seed++);
           }
         }

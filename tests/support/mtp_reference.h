@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct MtpReferenceDiff {
   float chain_worst = 0.0f;           // ... over the greedy chain's logits
   float max_abs_logit = 0.0f;         // the reference's largest |logit| (for relative tolerances)
   bool drafts_equal = true;           // the chain's greedy drafts equal the reference's
+  // The same chain as the engine drafts it (MtpDrafter): deferred passes, each embedding the draft the pass before
+  // it sampled on the backend (MtpHead::Pass), equal to the host-fed chain above draft for draft.
+  bool device_chain_equal = true;
 };
 
 inline float mtp_max_abs_diff(const float* a, const std::vector<float>& b) {
@@ -78,6 +82,26 @@ inline MtpReferenceDiff check_mtp_against_reference(const std::filesystem::path&
   REQUIRE((*head)->configure(128, 32).is_ok());
   auto kv = (*head)->alloc_cache(16, 16, (*model)->kv_cache_dtype());  // the main cache's dtype, as the runner does
   REQUIRE(kv.is_ok());
+  // A head over a draft vocabulary that leaves out a few ids no reference chain drafts (so its greedy drafts are the
+  // whole vocabulary's) and shifts every other id's row: its device-fed chain must map the rows back to ids.
+  std::set<int32_t> drafted;
+  for (const auto& p : ref["prompts"]) {
+    for (int32_t t : p["mtp"]["chain_drafts"].get<std::vector<int32_t>>()) drafted.insert(t);
+  }
+  MtpLoadOptions shifted;
+  for (int32_t id = 0, left_out = 0; id < cfg.vocab_size; ++id) {
+    if (left_out < 5 && drafted.count(id) == 0) {
+      ++left_out;
+      continue;
+    }
+    shifted.draft_ids.push_back(id);
+  }
+  auto head_dv = MtpHead::load(source, cfg, backend, (*model)->embedding(), (*model)->output(),
+                               (*model)->final_norm(), shifted);
+  REQUIRE(head_dv.is_ok());
+  REQUIRE((*head_dv)->configure(128, 32).is_ok());
+  auto kv_dv = (*head_dv)->alloc_cache(16, 16, (*model)->kv_cache_dtype());
+  REQUIRE(kv_dv.is_ok());
   const auto vocab = static_cast<size_t>(cfg.vocab_size);
   std::vector<int32_t> pages(16);
   std::iota(pages.begin(), pages.end(), 0);
@@ -143,6 +167,41 @@ inline MtpReferenceDiff check_mtp_against_reference(const std::filesystem::path&
     }
     out.chain_worst = std::max(out.chain_worst, chain_worst);
     out.drafts_equal = out.drafts_equal && drafts == drafts_ref;
+
+    // The chain again, fed on the backend, by the whole-vocabulary head and the shifted draft vocabulary's: the
+    // first pass with the chain row as its only output, then one pass per draft taking its token from the pass
+    // before; the drafts come back once, at the end.
+    auto device_chain = [&](MtpHead& mtp, KvCacheLayer& mtp_kv) {
+      StepBatch first = pass;
+      first.outputs = {OutputRow{n - 1, kOutSample, {}}};
+      first.outputs[0].sampling.temperature = 0.0f;
+      StepResult none;
+      REQUIRE(mtp.forward(first, (*model)->final_residual(n), MtpHead::Input::kMainResidual, mtp_kv, 16, none,
+                        {.tokens_from_samples = false, .defer = true}).is_ok());
+      for (size_t s = 1; s < drafts_ref.size(); ++s) {
+        StepBatch step;
+        step.tokens = {0};  // a placeholder
+        step.seqs = {mtp_seq_desc(0, 1, n - 1 + static_cast<int32_t>(s))};
+        step.page_table = pages;
+        OutputRow o{0, kOutSample, {}};
+        o.sampling.temperature = 0.0f;
+        step.outputs = {o};
+        REQUIRE(mtp.forward(step, mtp.output_hidden(1), MtpHead::Input::kDraftHidden, mtp_kv, 16, none,
+                          {.tokens_from_samples = true, .defer = true}).is_ok());
+        REQUIRE(none.rows.empty());
+      }
+      std::vector<StepResult> passes;
+      REQUIRE(mtp.take_drafts(passes).is_ok());
+      REQUIRE(passes.size() == drafts_ref.size());
+      std::vector<int32_t> chained;
+      for (const StepResult& chain_pass : passes) {
+        REQUIRE(chain_pass.rows.size() == 1);
+        chained.push_back(chain_pass.rows[0].token);
+      }
+      return chained;
+    };
+    out.device_chain_equal = out.device_chain_equal && device_chain(**head, *kv) == drafts &&
+                             device_chain(**head_dv, *kv_dv) == drafts;
   }
   for (const auto& p : ref["prompts"]) {
     for (const auto& l : p["mtp"]["logits"]) {

@@ -44,6 +44,10 @@ class RecordingBackend final : public Backend {
     ++n_allocations_;
     return inner_->upload(host, rows, cols, what);
   }
+  Result<Tensor> upload_ids(std::span<const int32_t> ids, std::string_view what) override {
+    ++n_allocations_;
+    return inner_->upload_ids(ids, what);
+  }
   Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                          std::string_view what) override {
     ++n_allocations_;
@@ -54,10 +58,16 @@ class RecordingBackend final : public Backend {
   void zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) override { inner_->zero_rows(t, row_begin, row_end); }
   Status begin_step(const StepBatch& batch) override { return inner_->begin_step(batch); }
   Status end_step(StepResult& result) override { return inner_->end_step(result); }
+  Status end_step_deferred() override { return inner_->end_step_deferred(); }
+  Status take_deferred(std::vector<StepResult>& results) override { return inner_->take_deferred(results); }
 
   void embed(const PreparedLinear& table, Tensor& out) override {
     record("embed", {out});
     inner_->embed(table, out);
+  }
+  void embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) override {
+    record("embed_samples", {id_map, out});
+    inner_->embed_samples(table, id_map, out);
   }
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override {
     record("rms_norm", {x, w, out});

@@ -84,6 +84,12 @@ Result<Tensor> CpuBackend::upload(std::span<const float> host, int64_t rows, int
   return t;
 }
 
+Result<Tensor> CpuBackend::upload_ids(std::span<const int32_t> ids, std::string_view what) {
+  VS_ASSIGN_OR_RETURN(Tensor t, alloc(1, static_cast<int64_t>(ids.size()), DType::kI32, what));
+  std::copy(ids.begin(), ids.end(), static_cast<int32_t*>(t.data));
+  return t;
+}
+
 Result<std::unique_ptr<PreparedLinear>> CpuBackend::prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                                    std::string_view what) {
   if (parts.empty()) return invalid_argument("cpu backend: " + std::string(what) + ": no weight parts");
@@ -177,6 +183,8 @@ Status CpuBackend::begin_step(const StepBatch& batch) {
 
 Status CpuBackend::end_step(StepResult& result) {
   batch_ = nullptr;
+  previous_samples_.clear();
+  for (const RowResult& r : result_.rows) previous_samples_.push_back(r.status == kernels::sampling::kRowOk ? r.token : -1);
   result = std::move(result_);
   result_ = StepResult{};
   Status s = std::move(step_status_);
@@ -192,6 +200,30 @@ void CpuBackend::embed(const PreparedLinear& table, Tensor& out) {
   a.table_dtype = DType::kF32;
   a.hidden = t.k();
   a.ids = batch_->tokens.data();
+  a.n_rows = batch_->n_tokens();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  kernels::elementwise::embed_ref(a);
+}
+
+void CpuBackend::embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) {
+  if (batch_ == nullptr || !check_f32(out, "embed_samples", "out")) return;
+  for (const kernels::SeqDesc& s : batch_->seqs) {
+    if (s.slot >= 0) return fail(internal_error("cpu backend: embed_samples on a step whose sequence holds a slot"));
+  }
+  if (previous_samples_.size() < static_cast<size_t>(batch_->n_tokens())) {
+    return fail(internal_error("cpu backend: embed_samples: the previous step sampled " +
+                               std::to_string(previous_samples_.size()) + " rows, this step has " +
+                               std::to_string(batch_->n_tokens()) + " tokens"));
+  }
+  const auto& t = static_cast<const CpuLinear&>(table);
+  kernels::elementwise::EmbedArgs a;
+  a.table = t.row(0);
+  a.table_dtype = DType::kF32;
+  a.hidden = t.k();
+  a.ids = previous_samples_.data();
+  a.id_map = id_map.empty() ? nullptr : static_cast<const int32_t*>(id_map.data);
+  a.n_map = static_cast<int32_t>(id_map.cols);
   a.n_rows = batch_->n_tokens();
   a.out = out.f32();
   a.out_stride = out.stride;

@@ -38,6 +38,7 @@ class CpuBackend final : public Backend {
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
+  Result<Tensor> upload_ids(std::span<const int32_t> ids, std::string_view what) override;
   Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                          std::string_view what) override;
   Status configure(const StepLimits& limits) override;
@@ -48,6 +49,7 @@ class CpuBackend final : public Backend {
   Status end_step(StepResult& result) override;
 
   void embed(const PreparedLinear& table, Tensor& out) override;
+  void embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) override;
   void linear(const PreparedLinear& w, const Tensor& x, Tensor& out) override;
@@ -79,8 +81,9 @@ class CpuBackend final : public Backend {
   std::vector<int32_t> penalty_counts_;
   std::vector<uint32_t> penalty_bits_;
   kernels::sampling::PenaltyState penalties_;
-  // The current step.
+  // The current step, and what the previous one sampled per output row (-1: nothing; embed_samples).
   const StepBatch* batch_ = nullptr;
+  std::vector<int32_t> previous_samples_;
   Status step_status_;
   StepResult result_;
 };

@@ -244,6 +244,7 @@ class CudaBackend final : public Backend {
 
   Result<Tensor> alloc(int64_t rows, int64_t cols, DType dtype, std::string_view what) override;
   Result<Tensor> upload(std::span<const float> host, int64_t rows, int64_t cols, std::string_view what) override;
+  Result<Tensor> upload_ids(std::span<const int32_t> ids, std::string_view what) override;
   Result<std::unique_ptr<PreparedLinear>> prepare_linear(std::span<const kernels::HostWeightRef> parts,
                                                          std::string_view what) override;
   Status configure(const StepLimits& limits) override;
@@ -251,10 +252,13 @@ class CudaBackend final : public Backend {
   void zero_rows(Tensor& t, int64_t row_begin, int64_t row_end) override;
   Status begin_step(const StepBatch& batch) override;
   Status end_step(StepResult& result) override;
+  Status end_step_deferred() override;
+  Status take_deferred(std::vector<StepResult>& results) override;
   bool rerun_step() const override { return rerun_; }
   int64_t graph_replays() const override { return graphs_.replays(); }
 
   void embed(const PreparedLinear& table, Tensor& out) override;
+  void embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void rms_norm_residual(const Tensor& x, Tensor& residual, const Tensor& w, float eps, Tensor& out) override;
   void linear(const PreparedLinear& w, const Tensor& x, Tensor& out) override;
@@ -315,6 +319,8 @@ class CudaBackend final : public Backend {
   }
   // end_step of a probe or a captured run; the step's outputs are then copied back as for an eager one.
   Status finish_probe();
+  // A probed or captured step's graph launched at its end (or the step asked for again: rerun_step).
+  Status launch_graph();
   Status finish_capture();
   // Once the step's work is launched: completes the batch's token masks on the host (waiting for the mask worker),
   // writes them where the device waits for them (await_host_masks in lm_head_outputs) and publishes the ticket.
@@ -388,6 +394,11 @@ class CudaBackend final : public Backend {
   std::vector<kernels::sampling::RowParams> row_params_;
   std::vector<int32_t> out_rows_;
   PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
+  // Deferred steps (end_step_deferred): per step, the sampled ids and then the statuses of its output rows, in
+  // slots of max_tokens each; deferred_rows_ holds each kept step's row count.
+  static constexpr size_t kMaxDeferredSteps = 32;
+  PinnedBuffer h_deferred_;
+  std::vector<int32_t> deferred_rows_;
   PinnedBuffer h_logits_;     // rows with kOutLogits
   PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
   int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_ (kOutLogits)
@@ -459,6 +470,13 @@ Result<Tensor> CudaBackend::upload(std::span<const float> host, int64_t rows, in
   }
   VS_ASSIGN_OR_RETURN(Tensor t, alloc(rows, cols, DType::kF32, what));
   VS_CUDA_RETURN(cudaMemcpy(t.data, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return t;
+}
+
+Result<Tensor> CudaBackend::upload_ids(std::span<const int32_t> ids, std::string_view what) {
+  const auto n = static_cast<int64_t>(ids.size());
+  VS_ASSIGN_OR_RETURN(Tensor t, alloc(1, n, DType::kI32, what));
+  VS_CUDA_RETURN(cudaMemcpy(t.data, ids.data(), ids.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   return t;
 }
 
@@ -551,6 +569,7 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(penalties_.prompt_bits, static_cast<size_t>(limits.n_slots) * penalties_.words(),
                           "penalty prompt bits"));
   VS_RETURN_IF_ERROR(h_results_.reserve(static_cast<size_t>(T) * (4 + 4 + 4 + 4 + 8 * kernels::sampling::kMaxTopLogprobs)));
+  VS_RETURN_IF_ERROR(h_deferred_.reserve(kMaxDeferredSteps * 2 * static_cast<size_t>(T) * sizeof(int32_t)));
   // The scratch the memory plan computed for the largest step, now, so that steps never grow it (a grown scratch
   // keeps the old buffer, and a CUDA graph needs fixed pointers).
   if (limits.scratch_bytes > 0) VS_RETURN_IF_ERROR(ensure_scratch(static_cast<size_t>(limits.scratch_bytes)));
@@ -733,17 +752,80 @@ void CudaBackend::publish_masks() {
   std::atomic_ref<uint32_t>(h_mask_sync_.as<uint32_t>()[0]).store(mask_ticket_, std::memory_order_release);
 }
 
-Status CudaBackend::end_step(StepResult& result) {
-  result.clear();
-  if (mode_ == StepMode::kProbe || mode_ == StepMode::kCapture) {
-    const StepMode mode = std::exchange(mode_, StepMode::kEager);
-    Status s = mode == StepMode::kProbe ? finish_probe() : finish_capture();
-    if (!s.is_ok()) {
-      in_step_ = false;
-      batch_ = nullptr;
-      return s;
+Status CudaBackend::launch_graph() {
+  if (mode_ != StepMode::kProbe && mode_ != StepMode::kCapture) return Status::ok();
+  const StepMode mode = std::exchange(mode_, StepMode::kEager);
+  Status s = mode == StepMode::kProbe ? finish_probe() : finish_capture();
+  if (!s.is_ok()) {
+    in_step_ = false;
+    batch_ = nullptr;
+  }
+  return s;
+}
+
+Status CudaBackend::end_step_deferred() {
+  VS_RETURN_IF_ERROR(launch_graph());
+  auto drop = [&](Status s) {
+    in_step_ = false;
+    batch_ = nullptr;
+    step_status_ = Status::ok();
+    deferred_rows_.clear();  // a chain with a failed step keeps nothing
+    return s;
+  };
+  if (batch_ == nullptr) return drop(internal_error("cuda backend: end_step_deferred outside a step"));
+  if (!batch_->masks.empty()) return drop(internal_error("cuda backend: a deferred step carries token masks"));
+  for (const OutputRow& o : batch_->outputs) {
+    if (o.flags != kOutSample) return drop(internal_error("cuda backend: a deferred step's rows may only sample"));
+  }
+  if (deferred_rows_.size() >= kMaxDeferredSteps) {
+    return drop(internal_error("cuda backend: more than " + std::to_string(kMaxDeferredSteps) + " deferred steps"));
+  }
+  const auto n = static_cast<int32_t>(batch_->outputs.size());
+  const int32_t n_tokens = batch_->n_tokens();
+  if (n > 0 && step_status_.is_ok()) {
+    int32_t* h = h_deferred_.as<int32_t>() + deferred_rows_.size() * 2 * static_cast<size_t>(limits_.max_tokens);
+    cudaMemcpyAsync(h, d_token_out_, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost, stream_);
+    cudaMemcpyAsync(h + limits_.max_tokens, d_status_, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost, stream_);
+  }
+  Status s = std::exchange(step_status_, Status::ok());
+  if (s.is_ok() && options_.op_timing) {  // the per-op events are read after the step, as end_step does
+    if (const cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess) {
+      s = cuda::cuda_status(e, "cudaStreamSynchronize (deferred step)", __FILE__, __LINE__);
+    }
+    timer_.collect(n_tokens);
+  }
+  if (const cudaError_t e = cudaGetLastError(); s.is_ok() && e != cudaSuccess) {
+    s = cuda::cuda_status(e, "a kernel launch of the step", __FILE__, __LINE__);
+  }
+  if (!s.is_ok()) return drop(std::move(s));
+  deferred_rows_.push_back(n);
+  in_step_ = false;
+  batch_ = nullptr;
+  return Status::ok();
+}
+
+Status CudaBackend::take_deferred(std::vector<StepResult>& results) {
+  results.clear();
+  if (deferred_rows_.empty()) return Status::ok();
+  const std::vector<int32_t> rows = std::exchange(deferred_rows_, {});
+  VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
+  VS_CUDA_RETURN(cudaGetLastError());
+  results.resize(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const int32_t* h = h_deferred_.as<int32_t>() + k * 2 * static_cast<size_t>(limits_.max_tokens);
+    results[k].rows.resize(static_cast<size_t>(rows[k]));
+    for (int32_t i = 0; i < rows[k]; ++i) {
+      RowResult& r = results[k].rows[static_cast<size_t>(i)];
+      r.token = h[i];
+      r.status = h[limits_.max_tokens + i];
     }
   }
+  return Status::ok();
+}
+
+Status CudaBackend::end_step(StepResult& result) {
+  result.clear();
+  VS_RETURN_IF_ERROR(launch_graph());
   publish_masks();
   const auto n_out = static_cast<int32_t>(batch_ != nullptr ? batch_->outputs.size() : 0);
   constexpr int32_t kTop = kernels::sampling::kMaxTopLogprobs;
@@ -846,6 +928,31 @@ void CudaBackend::embed(const PreparedLinear& table, Tensor& out) {
   a.out_stride = out.stride;
   a.stream = stream_;
   check(kernels::elementwise::embed(a), "embed");
+}
+
+void CudaBackend::embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) {
+  if (!enter("embed_samples", &table, id_map, out)) return;
+  const auto timed = timer_.scope(options_.op_timing, "embed", stream_);
+  const auto& t = static_cast<const cuda::CudaLinear&>(table);
+  if (t.segments().size() != 1 || t.segments()[0].view.format != WeightFormat::kDense) {
+    fail(internal_error("cuda backend: the embedding table must be one dense weight"));
+    return;
+  }
+  for (const kernels::SeqDesc& s : batch_->seqs) {
+    if (s.slot >= 0) return fail(internal_error("cuda backend: embed_samples on a step whose sequence holds a slot"));
+  }
+  kernels::elementwise::EmbedArgs a;
+  a.table = t.segments()[0].view.codes;
+  a.table_dtype = DType::kF16;
+  a.hidden = t.k();
+  a.ids = d_token_out_;  // what the previous step sampled, still on the device
+  a.id_map = id_map.empty() ? nullptr : static_cast<const int32_t*>(id_map.data);
+  a.n_map = static_cast<int32_t>(id_map.cols);
+  a.n_rows = batch_->n_tokens();
+  a.out = out.f32();
+  a.out_stride = out.stride;
+  a.stream = stream_;
+  check(kernels::elementwise::embed(a), "embed_samples");
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
