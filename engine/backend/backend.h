@@ -24,6 +24,7 @@
 #include "linear/linear_ref.h"
 #include "sampling/accept.h"
 #include "sampling/sampling.h"
+#include "voltserve/model_info.h"
 #include "voltserve/status.h"
 
 namespace voltserve {
@@ -248,6 +249,8 @@ class Backend {
   virtual Status take_deferred(std::vector<StepResult>& results);
   // Steps replayed from captured graphs so far (0 for a backend without graphs).
   virtual int64_t graph_replays() const { return 0; }
+  // The device's time in steps and between them so far, as of the last wait for the device (device backends).
+  virtual DeviceTimeline device_timeline() const { return {}; }
 
   // out[i] = table row tokens[i] for the step's T tokens (the embedding as a [vocab, hidden] linear weight, shared
   // with a tied lm_head). out: [T, hidden] fp32.

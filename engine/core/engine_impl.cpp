@@ -267,6 +267,7 @@ void EngineImpl::publish_stats_locked() {
   s.n_preemptions = counters_.n_preemptions;
   s.n_graph_replays_total = runner_ ? static_cast<uint64_t>(runner_->graph_replays()) : 0;
   if (runner_) s.speculative_phases = runner_->speculative_phases();
+  if (runner_) s.device_timeline = runner_->device_timeline();
   s.n_token_masks = counters_.n_token_masks;
   s.mask_us_total = counters_.mask_us_total;
   s.mask_wait_us_total = counters_.mask_wait_us_total;

@@ -50,6 +50,7 @@ class Qwen35Runner final : public ModelRunner {
   Status copy_page(int32_t src_page, int32_t dst_page) override;
   int64_t graph_replays() const override { return backend_->graph_replays(); }
   SpeculativePhaseTimes speculative_phases() const override { return phases_; }
+  DeviceTimeline device_timeline() const override { return backend_->device_timeline(); }
 
   const ModelConfig& config() const { return model_->config(); }
   const Backend& backend() const { return *backend_; }

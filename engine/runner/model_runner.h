@@ -108,6 +108,8 @@ class ModelRunner {
   virtual int64_t graph_replays() const { return 0; }
   // Where speculative rounds' time went (zero for a runner that does not speculate).
   virtual SpeculativePhaseTimes speculative_phases() const { return {}; }
+  // The device's time in steps and between them (zero without a device).
+  virtual DeviceTimeline device_timeline() const { return {}; }
 };
 
 }  // namespace voltserve

@@ -201,6 +201,15 @@ void run_decode(const EngineBenchArgs& a) {
   out["read_ceiling_gbps"] = info.device_read_gbps;
   out["fraction_of_roofline"] = roofline_tps > 0 ? tps_per_seq / roofline_tps : 0.0;
   out["roofline_tokens_per_second_per_sequence"] = roofline_tps;
+  // The device's timeline (CUDA; DeviceTimeline): per decode-sized step, its time from first launch to last kernel,
+  // and the time before it since the previous step ended (downloads, uploads, the host planning and launching).
+  const DeviceTimeline tl = engine->stats().device_timeline;
+  if (tl.gaps > 0) {
+    out["device_timeline"] = {{"steps", tl.steps},
+                              {"busy_ms_per_step", 1e3 * tl.busy_seconds / static_cast<double>(tl.steps)},
+                              {"gap_ms_per_step", 1e3 * tl.gap_seconds / static_cast<double>(tl.gaps)},
+                              {"gap_ms_total", 1e3 * tl.gap_seconds}};
+  }
   if (a.speculative_k > 0) {
     // Each round drafts k and verifies k + 1; it emits its accepted drafts and one more token. round_ms: the decode
     // time over the rounds (median sequence). At a per-position acceptance a (each draft accepted with probability
@@ -233,6 +242,8 @@ void run_decode(const EngineBenchArgs& a) {
       spec["verify_ms"] = 1e3 * ph.verify_seconds / n;
       spec["draft_ms"] = 1e3 * ph.draft_seconds / n;
       spec["commit_ms"] = 1e3 * ph.commit_seconds / n;
+      // Every gap before a decode-sized step belongs to some round (a verify step, its MTP passes).
+      if (tl.gaps > 0) spec["device_gap_ms_per_round"] = 1e3 * tl.gap_seconds / n;
     }
     nlohmann::ordered_json at = nlohmann::ordered_json::object();
     for (double acc : {0.5, 0.6, 0.7, 0.8, 0.9}) {

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -230,6 +231,69 @@ std::string linear_label(std::string_view what) {
   return out;
 }
 
+// Backend::device_timeline: an event pair around each step's launches (start before its first, end after its last),
+// in a ring that is read after each wait for the device. A deferred chain leaves up to kMaxDeferredSteps pairs
+// unread; the ring holds more.
+class StepTimeline {
+ public:
+  ~StepTimeline() {
+    for (Slot& s : ring_) {
+      if (s.start != nullptr) cudaEventDestroy(s.start);
+      if (s.end != nullptr) cudaEventDestroy(s.end);
+    }
+  }
+  Status create() {
+    for (Slot& s : ring_) {
+      VS_CUDA_RETURN(cudaEventCreate(&s.start));
+      VS_CUDA_RETURN(cudaEventCreate(&s.end));
+    }
+    on_ = true;
+    return Status::ok();
+  }
+  // Before the step's first launch, and after its last (decode: at most kMaxGraphTokens token rows).
+  void start(cudaStream_t stream) {
+    if (!on_ || next_ - read_ >= kSlots - 1) return;
+    started_ = cudaEventRecord(ring_[next_ % kSlots].start, stream) == cudaSuccess;
+  }
+  void end(cudaStream_t stream, bool decode) {
+    if (!std::exchange(started_, false)) return;
+    Slot& s = ring_[next_ % kSlots];
+    if (cudaEventRecord(s.end, stream) != cudaSuccess) return;
+    s.decode = decode;
+    ++next_;
+  }
+  // After a wait for the device: every recorded pair is complete.
+  void read() {
+    for (; read_ < next_; ++read_) {
+      const Slot& s = ring_[read_ % kSlots];
+      float busy = 0.0f, gap = 0.0f;
+      if (!s.decode || cudaEventElapsedTime(&busy, s.start, s.end) != cudaSuccess) continue;
+      ++totals_.steps;
+      totals_.busy_seconds += 1e-3 * busy;
+      if (read_ > 0 && cudaEventElapsedTime(&gap, ring_[(read_ - 1) % kSlots].end, s.start) == cudaSuccess) {
+        ++totals_.gaps;
+        totals_.gap_seconds += 1e-3 * gap;
+      }
+    }
+    cudaGetLastError();  // an unreadable pair is skipped, not a step error
+  }
+  DeviceTimeline totals() const { return totals_; }
+
+ private:
+  static constexpr uint64_t kSlots = 64;
+  struct Slot {
+    cudaEvent_t start = nullptr;
+    cudaEvent_t end = nullptr;
+    bool decode = false;
+  };
+  std::array<Slot, kSlots> ring_{};
+  uint64_t next_ = 0;  // pairs recorded
+  uint64_t read_ = 0;  // pairs read
+  bool on_ = false;
+  bool started_ = false;
+  DeviceTimeline totals_;
+};
+
 class CudaBackend final : public Backend {
  public:
   static Result<std::unique_ptr<CudaBackend>> create(const CudaBackendOptions& options);
@@ -256,6 +320,7 @@ class CudaBackend final : public Backend {
   Status take_deferred(std::vector<StepResult>& results) override;
   bool rerun_step() const override { return rerun_; }
   int64_t graph_replays() const override { return graphs_.replays(); }
+  DeviceTimeline device_timeline() const override { return timeline_.totals(); }
 
   void embed(const PreparedLinear& table, Tensor& out) override;
   void embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) override;
@@ -399,6 +464,7 @@ class CudaBackend final : public Backend {
   static constexpr size_t kMaxDeferredSteps = 32;
   PinnedBuffer h_deferred_;
   std::vector<int32_t> deferred_rows_;
+  StepTimeline timeline_;
   PinnedBuffer h_logits_;     // rows with kOutLogits
   PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
   int64_t n_logit_rows_ = 0;               // rows downloaded to h_logits_ (kOutLogits)
@@ -570,6 +636,7 @@ Status CudaBackend::configure(const StepLimits& limits) {
                           "penalty prompt bits"));
   VS_RETURN_IF_ERROR(h_results_.reserve(static_cast<size_t>(T) * (4 + 4 + 4 + 4 + 8 * kernels::sampling::kMaxTopLogprobs)));
   VS_RETURN_IF_ERROR(h_deferred_.reserve(kMaxDeferredSteps * 2 * static_cast<size_t>(T) * sizeof(int32_t)));
+  if (!options_.op_timing) VS_RETURN_IF_ERROR(timeline_.create());  // op timing's events serialise the step anyway
   // The scratch the memory plan computed for the largest step, now, so that steps never grow it (a grown scratch
   // keeps the old buffer, and a CUDA graph needs fixed pointers).
   if (limits.scratch_bytes > 0) VS_RETURN_IF_ERROR(ensure_scratch(static_cast<size_t>(limits.scratch_bytes)));
@@ -683,6 +750,7 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   }
   // The uploads stay outside the graph (a replay finds the new step's metadata in the same buffers); everything
   // from the penalty update on is captured.
+  if (mode_ == StepMode::kEager) timeline_.start(stream_);
   if (mode_ == StepMode::kCapture) {
     if (const cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
       cudaGetLastError();
@@ -712,6 +780,7 @@ Status CudaBackend::finish_probe() {
   if (!step_status_.is_ok()) return std::exchange(step_status_, Status::ok());
   const StepGraphCache::Next next = graphs_.after_probe(shape_, fp);
   if (next == StepGraphCache::Next::kReplay) {
+    timeline_.start(stream_);
     VS_CUDA_RETURN(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graphs_.graph(shape_, fp)), stream_));
     return Status::ok();
   }
@@ -730,6 +799,7 @@ Status CudaBackend::finish_capture() {
     graphs_.store(shape_, fp_.value(), std::shared_ptr<void>(exec, [](void* x) {
                     cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(x));
                   }));
+    timeline_.start(stream_);
     VS_CUDA_RETURN(cudaGraphLaunch(exec, stream_));
     return Status::ok();
   }
@@ -753,14 +823,17 @@ void CudaBackend::publish_masks() {
 }
 
 Status CudaBackend::launch_graph() {
-  if (mode_ != StepMode::kProbe && mode_ != StepMode::kCapture) return Status::ok();
-  const StepMode mode = std::exchange(mode_, StepMode::kEager);
-  Status s = mode == StepMode::kProbe ? finish_probe() : finish_capture();
-  if (!s.is_ok()) {
-    in_step_ = false;
-    batch_ = nullptr;
+  if (mode_ == StepMode::kProbe || mode_ == StepMode::kCapture) {
+    const StepMode mode = std::exchange(mode_, StepMode::kEager);
+    Status s = mode == StepMode::kProbe ? finish_probe() : finish_capture();
+    if (!s.is_ok()) {
+      in_step_ = false;
+      batch_ = nullptr;
+      return s;
+    }
   }
-  return s;
+  timeline_.end(stream_, batch_ != nullptr && batch_->n_tokens() <= kMaxGraphTokens);
+  return Status::ok();
 }
 
 Status CudaBackend::end_step_deferred() {
@@ -810,6 +883,7 @@ Status CudaBackend::take_deferred(std::vector<StepResult>& results) {
   const std::vector<int32_t> rows = std::exchange(deferred_rows_, {});
   VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
   VS_CUDA_RETURN(cudaGetLastError());
+  timeline_.read();
   results.resize(rows.size());
   for (size_t k = 0; k < rows.size(); ++k) {
     const int32_t* h = h_deferred_.as<int32_t>() + k * 2 * static_cast<size_t>(limits_.max_tokens);
@@ -846,6 +920,7 @@ Status CudaBackend::end_step(StepResult& result) {
   }
   const cudaError_t sync = cudaStreamSynchronize(stream_);
   const cudaError_t last = cudaGetLastError();
+  if (sync == cudaSuccess && last == cudaSuccess) timeline_.read();
   if (options_.op_timing) timer_.collect(batch_ != nullptr ? batch_->n_tokens() : 0);
   in_step_ = false;
   Status s = std::move(step_status_);

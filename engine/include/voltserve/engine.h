@@ -49,6 +49,7 @@ struct EngineStats {
   uint64_t n_preemptions = 0;      // sequences that gave back their cache and recomputed later
   uint64_t n_graph_replays_total = 0;  // steps and MTP passes replayed from CUDA graphs (0 on the CPU backend)
   SpeculativePhaseTimes speculative_phases;  // where speculative rounds' time goes (bench decode --speculative-k)
+  DeviceTimeline device_timeline;            // the device's time in steps and between them (bench decode)
   uint64_t n_token_masks = 0;      // structured-output masks computed (one per constrained sampled token)
   uint64_t mask_us_total = 0;      // wall time the mask threads took per step, summed, microseconds
   // Time the engine waited for masks once it needed them, microseconds: on the CPU backend after the layers (all of

@@ -40,6 +40,17 @@ struct SpeculativePhaseTimes {
   double commit_seconds = 0.0;
 };
 
+// A device backend's timeline of its decode-sized steps (forward passes of at most 64 rows: decode, verify, MTP
+// passes), from events around each step's launches (CUDA; zero elsewhere, and with op timing on): the device's time
+// from a step's first launch to its last kernel's end, and the time before it since the previous step's end — that
+// step's downloads, this one's uploads, and whatever the host took to plan and launch it.
+struct DeviceTimeline {
+  uint64_t steps = 0;  // decode-sized steps timed
+  double busy_seconds = 0.0;
+  uint64_t gaps = 0;  // ... of them timed after another step
+  double gap_seconds = 0.0;
+};
+
 struct ModelOptions {
   std::string model_dir;
   std::string backend = "auto";  // cpu, cuda or auto (cuda when a GPU is visible, else cpu)
