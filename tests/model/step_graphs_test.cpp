@@ -3,6 +3,10 @@
 // giving the same tokens as eager launches) is tests/golden/cuda_model_test.cpp ([gpu]).
 #include <catch2/catch_test_macros.hpp>
 
+#include <cstdint>
+#include <set>
+#include <vector>
+
 #include "backend/step_graphs.h"
 
 namespace voltserve {
@@ -120,6 +124,25 @@ TEST_CASE("the fingerprint tells op sequences apart by pointer, shape, order and
   CHECK(f.value() != empty);
   f.reset();
   CHECK(f.value() == empty);
+  // One word changed anywhere in a step-long sequence (a pointer, a row count, a bit of a float), or a word added:
+  // every variant hashes apart from the others.
+  std::vector<uint64_t> base(2000);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = 0x7f0000001000ull + 64 * i;
+  auto hash = [](const std::vector<uint64_t>& words) {
+    StepFingerprint h;
+    for (uint64_t w : words) h.add(w);
+    return h.value();
+  };
+  std::set<uint64_t> seen{hash(base)};
+  for (size_t at = 0; at < base.size(); at += 7) {
+    for (uint64_t flip : {uint64_t{1}, uint64_t{1} << 31, uint64_t{1} << 63, uint64_t{64}}) {
+      std::vector<uint64_t> v = base;
+      v[at] ^= flip;
+      CHECK(seen.insert(hash(v)).second);
+    }
+  }
+  base.push_back(0);
+  CHECK(seen.insert(hash(base)).second);
 }
 
 TEST_CASE("the graph cache: eager at first sight, captured at the second, replayed after", "[unit]") {
