@@ -547,7 +547,7 @@ TEST_CASE("CUDA: decode steps replayed as graphs (with programmatic dependent la
     REQUIRE(s.is_ok());
     for (int i = 0; i < n_live; ++i) seqs[static_cast<size_t>(i)].tokens.push_back(res.rows[static_cast<size_t>(i)].token);
   };
-  int mismatches = 0;
+  int mismatches = 0, bad_logprobs = 0;
   for (int t = 0; t < kSteps; ++t) {
     const int n_live = t < kSteps / 2 ? kSeqs : kSeqs - 1;
     StepResult ra, rb;
@@ -557,6 +557,15 @@ TEST_CASE("CUDA: decode steps replayed as graphs (with programmatic dependent la
       const RowResult& x = ra.rows[static_cast<size_t>(i)];
       const RowResult& y = rb.rows[static_cast<size_t>(i)];
       const bool same = x.token == y.token && x.status == y.status && x.logprob == y.logprob && x.top == y.top;
+      // The logprobs came down with the step (they are copied only for steps that ask): five alternatives,
+      // descending, and for the greedy row the sampled token first with its own logprob.
+      bool logprobs_ok = std::isfinite(x.logprob) && x.logprob <= 0.0f && x.top.size() == 5;
+      for (size_t j = 1; logprobs_ok && j < x.top.size(); ++j) logprobs_ok = x.top[j].second <= x.top[j - 1].second;
+      if (logprobs_ok && i == 0) logprobs_ok = x.top[0].first == x.token && x.top[0].second == x.logprob;
+      if (!logprobs_ok) {
+        ++bad_logprobs;
+        std::printf("step %d seq %d: logprob %.9g with %zu alternatives\n", t, i, x.logprob, x.top.size());
+      }
       if (!same && mismatches++ < 5) {
         std::printf("graph vs eager step %d seq %d: token %d / %d, logprob %.9g / %.9g\n", t, i, x.token, y.token,
                     x.logprob, y.logprob);
@@ -570,6 +579,7 @@ TEST_CASE("CUDA: decode steps replayed as graphs (with programmatic dependent la
               kSteps, kSeqs, kSeqs - 1, static_cast<long long>(replays), mismatches,
               static_cast<long long>(eager->backend().graph_replays()));
   CHECK(mismatches == 0);
+  CHECK(bad_logprobs == 0);
   CHECK(a.front().tokens == b.front().tokens);
   // Every decode step but the first two of each shape (eager, then captured) and the prompt step is a replay.
   CHECK(replays >= kSteps - 20);

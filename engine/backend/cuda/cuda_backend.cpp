@@ -910,13 +910,19 @@ Status CudaBackend::end_step(StepResult& result) {
   int32_t* h_top_ids = h_nan + limits_.max_tokens;
   float* h_top_lp = reinterpret_cast<float*>(h_top_ids + static_cast<size_t>(limits_.max_tokens) * kTop);
   if (n_out > 0 && step_status_.is_ok()) {
+    // Each copy costs the device a few microseconds between steps (bench decode's device_timeline): the logprobs
+    // come down only for a step whose rows ask for them.
     const auto n = static_cast<size_t>(n_out);
     cudaMemcpyAsync(h_token, d_token_out_, n * 4, cudaMemcpyDeviceToHost, stream_);
-    cudaMemcpyAsync(h_logprob, d_logprob_out_, n * 4, cudaMemcpyDeviceToHost, stream_);
     cudaMemcpyAsync(h_status, d_status_, n * 4, cudaMemcpyDeviceToHost, stream_);
     cudaMemcpyAsync(h_nan, d_nan_index_, n * 4, cudaMemcpyDeviceToHost, stream_);
-    cudaMemcpyAsync(h_top_ids, d_top_ids_, n * kTop * 4, cudaMemcpyDeviceToHost, stream_);
-    cudaMemcpyAsync(h_top_lp, d_top_lp_, n * kTop * 4, cudaMemcpyDeviceToHost, stream_);
+    const bool logprobs = std::any_of(batch_->outputs.begin(), batch_->outputs.end(),
+                                      [](const OutputRow& o) { return (o.flags & kOutLogprobs) != 0; });
+    if (logprobs) {
+      cudaMemcpyAsync(h_logprob, d_logprob_out_, n * 4, cudaMemcpyDeviceToHost, stream_);
+      cudaMemcpyAsync(h_top_ids, d_top_ids_, n * kTop * 4, cudaMemcpyDeviceToHost, stream_);
+      cudaMemcpyAsync(h_top_lp, d_top_lp_, n * kTop * 4, cudaMemcpyDeviceToHost, stream_);
+    }
   }
   const cudaError_t sync = cudaStreamSynchronize(stream_);
   const cudaError_t last = cudaGetLastError();
