@@ -94,7 +94,10 @@ Status Backend::copy_kv_page(KvCacheLayer& cache, int32_t page_size, int32_t src
 
 Status Backend::end_step_deferred() {
   StepResult r;
-  VS_RETURN_IF_ERROR(end_step(r));
+  if (Status s = end_step(r); !s.is_ok()) {
+    deferred_.clear();  // a chain with a failed step keeps nothing
+    return s;
+  }
   deferred_.push_back(std::move(r));
   return Status::ok();
 }

@@ -243,8 +243,8 @@ class Backend {
   // end_step() without waiting for the device: the step's sampled ids and row statuses (its kOutSample rows; no
   // logprobs, logits or hidden states) are kept until take_deferred() hands them over, one StepResult per deferred
   // step in step order, after waiting for the device once. A chain of deferred steps whose inputs come from the
-  // device (embed_samples) runs back to back, with no host round trip between its steps. The defaults suit a
-  // backend whose end_step() is synchronous anyway (CPU).
+  // device (embed_samples) runs back to back, with no host round trip between its steps; a failed deferred step
+  // drops the chain's kept results. The defaults suit a backend whose end_step() is synchronous anyway (CPU).
   virtual Status end_step_deferred();
   virtual Status take_deferred(std::vector<StepResult>& results);
   // Steps replayed from captured graphs so far (0 for a backend without graphs).

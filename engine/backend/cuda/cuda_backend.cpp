@@ -735,7 +735,8 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
     VS_CUDA_RETURN(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
     return Status::ok();
   };
-  // The host vectors outlive the copies: the step's owner keeps them until end_step synchronises.
+  // Pageable copies: the driver has staged the host vectors when cudaMemcpyAsync returns (CUDA's API
+  // synchronisation rules), so a deferred step's owner may rewrite them for the next step at once.
   VS_RETURN_IF_ERROR(up(d_tokens_, batch.tokens.data(), batch.tokens.size() * sizeof(int32_t)));
   VS_RETURN_IF_ERROR(up(d_seqs_, batch.seqs.data(), batch.seqs.size() * sizeof(kernels::SeqDesc)));
   VS_RETURN_IF_ERROR(up(d_pages_, batch.page_table.data(), batch.page_table.size() * sizeof(int32_t)));
