@@ -71,7 +71,9 @@ Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const
   }
   if (!any) return Status::ok();
   // Every pass is deferred and each chain step embeds the drafts the pass before it sampled, on the backend: the
-  // host waits once for the whole chain (take_drafts), not once per draft.
+  // host waits once for the whole chain (take_drafts), not once per draft. What an earlier step that failed midway
+  // left deferred is dropped first (nothing is kept once nothing is pending: no wait).
+  VS_RETURN_IF_ERROR(head_->take_drafts(passes_));
   const MtpPass first{.tokens_from_samples = false, .defer = true};
   const MtpPass chained{.tokens_from_samples = true, .defer = true};
   VS_RETURN_IF_ERROR(head_->forward(b, model.final_residual(batch.n_tokens()), MtpHead::Input::kMainResidual, cache_,
@@ -107,6 +109,7 @@ Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const
   for (size_t j = 0; j < drafting_.size(); ++j) {
     std::vector<int32_t>& drafts = result.rows[static_cast<size_t>(drafting_[j].result_row)].drafts;
     for (int32_t s = 0; s < drafting_[j].n_draft && s < static_cast<int32_t>(passes_.size()); ++s) {
+      if (j >= passes_[static_cast<size_t>(s)].rows.size()) break;
       const RowResult& r = passes_[static_cast<size_t>(s)].rows[j];
       if (r.status != kernels::sampling::kRowOk || r.token < 0) break;
       drafts.push_back(r.token);
