@@ -132,8 +132,9 @@ TEST_CASE("27B caches: 64 KiB of fp16 KV per token, 149.6 MiB of GDN state per s
   CHECK(nvfp4_head > workspace + weights / 4);
   r.model.draft_vocab = 32768;
   const int64_t with_vocab = items(plan(r)).at("MTP head");
-  // N NVFP4 head rows more (its own weight: the full head stays for the target), N-wide draft logits.
-  CHECK(with_vocab == nvfp4_head + nvfp4(32768, H) - outs * (V - 32768) * 4);
+  // N NVFP4 head rows more (its own weight: the full head stays for the target), N-wide draft logits, and the N
+  // token ids the device-fed draft chain maps its samples through (Backend::embed_samples).
+  CHECK(with_vocab == nvfp4_head + nvfp4(32768, H) - outs * (V - 32768) * 4 + 32768 * 4);
 }
 
 TEST_CASE("27B fp8 KV (--kv-cache-dtype fp8): 32 KiB per token, twice the pages at the same budget", "[unit]") {
