@@ -194,16 +194,7 @@ Status CpuBackend::end_step(StepResult& result) {
 
 void CpuBackend::embed(const PreparedLinear& table, Tensor& out) {
   if (batch_ == nullptr || !check_f32(out, "embed", "out")) return;
-  const auto& t = static_cast<const CpuLinear&>(table);
-  kernels::elementwise::EmbedArgs a;
-  a.table = t.row(0);
-  a.table_dtype = DType::kF32;
-  a.hidden = t.k();
-  a.ids = batch_->tokens.data();
-  a.n_rows = batch_->n_tokens();
-  a.out = out.f32();
-  a.out_stride = out.stride;
-  kernels::elementwise::embed_ref(a);
+  embed_rows(table, batch_->tokens.data(), Tensor{}, out);
 }
 
 void CpuBackend::embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) {
@@ -216,12 +207,16 @@ void CpuBackend::embed_samples(const PreparedLinear& table, const Tensor& id_map
                                std::to_string(previous_samples_.size()) + " rows, this step has " +
                                std::to_string(batch_->n_tokens()) + " tokens"));
   }
+  embed_rows(table, previous_samples_.data(), id_map, out);
+}
+
+void CpuBackend::embed_rows(const PreparedLinear& table, const int32_t* ids, const Tensor& id_map, Tensor& out) {
   const auto& t = static_cast<const CpuLinear&>(table);
   kernels::elementwise::EmbedArgs a;
   a.table = t.row(0);
   a.table_dtype = DType::kF32;
   a.hidden = t.k();
-  a.ids = previous_samples_.data();
+  a.ids = ids;
   a.id_map = id_map.empty() ? nullptr : static_cast<const int32_t*>(id_map.data);
   a.n_map = static_cast<int32_t>(id_map.cols);
   a.n_rows = batch_->n_tokens();

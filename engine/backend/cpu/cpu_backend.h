@@ -67,6 +67,8 @@ class CpuBackend final : public Backend {
   // Records the first failure of the step (the sticky error end_step() returns).
   void fail(Status s);
   bool check_f32(const Tensor& t, const char* op, const char* what);
+  // embed / embed_samples after their checks: table rows of `ids`, through id_map when it is not empty.
+  void embed_rows(const PreparedLinear& table, const int32_t* ids, const Tensor& id_map, Tensor& out);
 
   // The rows [r0, r0 + nr) of one chunk of lm_head_outputs, whose logits are in `logits`.
   void sample_chunk(const Tensor& hidden, const Tensor& logits, int64_t r0, int64_t nr, int32_t n_vocab_real);

@@ -386,6 +386,9 @@ class CudaBackend final : public Backend {
   Status finish_probe();
   // A probed or captured step's graph launched at its end (or the step asked for again: rerun_step).
   Status launch_graph();
+  // embed / embed_samples after their checks: table rows of `ids` (device), through id_map when it is not empty.
+  void embed_rows(const PreparedLinear& table, const int32_t* ids, const Tensor& id_map, Tensor& out,
+                  std::string_view op);
   Status finish_capture();
   // Once the step's work is launched: completes the batch's token masks on the host (waiting for the mask worker),
   // writes them where the device waits for them (await_host_masks in lm_head_outputs) and publishes the ticket.
@@ -994,47 +997,37 @@ Status CudaBackend::end_step(StepResult& result) {
 
 void CudaBackend::embed(const PreparedLinear& table, Tensor& out) {
   if (!enter("embed", &table, out)) return;
-  const auto timed = timer_.scope(options_.op_timing, "embed", stream_);
-  const auto& t = static_cast<const cuda::CudaLinear&>(table);
-  if (t.segments().size() != 1 || t.segments()[0].view.format != WeightFormat::kDense) {
-    fail(internal_error("cuda backend: the embedding table must be one dense weight"));
-    return;
-  }
-  kernels::elementwise::EmbedArgs a;
-  a.table = t.segments()[0].view.codes;
-  a.table_dtype = DType::kF16;
-  a.hidden = t.k();
-  a.ids = d_tokens_;
-  a.n_rows = batch_->n_tokens();
-  a.out = out.f32();
-  a.out_stride = out.stride;
-  a.stream = stream_;
-  check(kernels::elementwise::embed(a), "embed");
+  embed_rows(table, d_tokens_, Tensor{}, out, "embed");
 }
 
 void CudaBackend::embed_samples(const PreparedLinear& table, const Tensor& id_map, Tensor& out) {
   if (!enter("embed_samples", &table, id_map, out)) return;
+  for (const kernels::SeqDesc& s : batch_->seqs) {
+    if (s.slot >= 0) return fail(internal_error("cuda backend: embed_samples on a step whose sequence holds a slot"));
+  }
+  embed_rows(table, d_token_out_, id_map, out, "embed_samples");  // what the previous step sampled, on the device
+}
+
+void CudaBackend::embed_rows(const PreparedLinear& table, const int32_t* ids, const Tensor& id_map, Tensor& out,
+                             std::string_view op) {
   const auto timed = timer_.scope(options_.op_timing, "embed", stream_);
   const auto& t = static_cast<const cuda::CudaLinear&>(table);
   if (t.segments().size() != 1 || t.segments()[0].view.format != WeightFormat::kDense) {
     fail(internal_error("cuda backend: the embedding table must be one dense weight"));
     return;
   }
-  for (const kernels::SeqDesc& s : batch_->seqs) {
-    if (s.slot >= 0) return fail(internal_error("cuda backend: embed_samples on a step whose sequence holds a slot"));
-  }
   kernels::elementwise::EmbedArgs a;
   a.table = t.segments()[0].view.codes;
   a.table_dtype = DType::kF16;
   a.hidden = t.k();
-  a.ids = d_token_out_;  // what the previous step sampled, still on the device
+  a.ids = ids;
   a.id_map = id_map.empty() ? nullptr : static_cast<const int32_t*>(id_map.data);
   a.n_map = static_cast<int32_t>(id_map.cols);
   a.n_rows = batch_->n_tokens();
   a.out = out.f32();
   a.out_stride = out.stride;
   a.stream = stream_;
-  check(kernels::elementwise::embed(a), "embed_samples");
+  check(kernels::elementwise::embed(a), op);
 }
 
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
