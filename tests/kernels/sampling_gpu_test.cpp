@@ -25,10 +25,12 @@
 #include <vector>
 
 #include "kernels/sampling/accept.h"
+#include "kernels/sampling/accepted_runs.h"
 #include "kernels/sampling/philox.h"
 #include "kernels/sampling/sampling.h"
 #include "sampling_draft_ref.h"
 #include "sampling_random.h"
+#include "sampling_runs_cases.h"
 
 using namespace voltserve::kernels;
 using namespace voltserve::kernels::sampling;
@@ -929,6 +931,46 @@ TEST_CASE("sampling gpu: update_penalties, count_generated and reset_penalties e
                   guards ? "ok" : "DAMAGED", diff, ok ? "ok" : "FAIL");
       CHECK(ok);
     }
+  }
+}
+
+TEST_CASE("sampling gpu: the accepted-runs walk and shift equal their references exactly", "[gpu]") {
+  REQUIRE_DEVICE();
+  Stream stream;
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    const voltserve::test::RunsCase c = voltserve::test::random_runs_case(seed);
+    const auto n_seqs = static_cast<int32_t>(c.seqs.size());
+    auto up = [](const auto& v) {
+      auto g = std::make_unique<Guarded>(v.size() * sizeof(v[0]));
+      g->upload(v.data());
+      return g;
+    };
+    const auto dseqs = up(c.seqs), dfirst = up(c.first), dtokens = up(c.tokens), dout = up(c.token_out),
+               dstatus = up(c.status), dlater = up(c.later), drows = up(c.out_rows), dfrom = up(c.from);
+    Guarded druns(2 * c.seqs.size() * 4);
+    druns.fill(kPoisonByte);
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    std::vector<int32_t> runs(2 * c.seqs.size());
+    WalkArgs w{c.seqs.data(), n_seqs, c.first.data(), c.tokens.data(), c.token_out.data(), c.status.data(), runs.data()};
+    walk_ref(w);
+    std::vector<SeqDesc> later = c.later;
+    std::vector<int32_t> rows = c.out_rows;
+    ShiftArgs sh{later.data(), n_seqs, rows.data(), static_cast<int32_t>(rows.size()), c.from.data(), runs.data()};
+    shift_ref(sh);
+    w = {dseqs->as<SeqDesc>(), n_seqs, dfirst->as<int32_t>(), dtokens->as<int32_t>(), dout->as<int32_t>(),
+         dstatus->as<int32_t>(), druns.as<int32_t>()};
+    REQUIRE(walk(w, stream.s).ok());
+    sh = {dlater->as<SeqDesc>(), n_seqs, drows->as<int32_t>(), static_cast<int32_t>(rows.size()), dfrom->as<int32_t>(),
+          druns.as<int32_t>()};
+    REQUIRE(shift(sh, stream.s).ok());
+    CUDA_REQUIRE(cudaStreamSynchronize(stream.s));
+    bool guards = true;
+    INFO("seed " << seed);
+    CHECK(druns.download<int32_t>(&guards) == runs);
+    CHECK(drows->download<int32_t>(&guards) == rows);
+    const std::vector<SeqDesc> dl = dlater->download<SeqDesc>(&guards);
+    for (size_t i = 0; i < later.size(); ++i) CHECK(dl[i].n_past == later[i].n_past);
+    CHECK(guards);
   }
 }
 

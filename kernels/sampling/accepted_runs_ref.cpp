@@ -1,0 +1,33 @@
+// See accepted_runs.h. The device code (accepted_runs.cu) runs the same loops, one thread per sequence or row.
+#include "sampling/accepted_runs.h"
+
+#include "sampling/accept.h"
+
+namespace voltserve::kernels::sampling {
+
+void walk_ref(const WalkArgs& a) {
+  for (int32_t i = 0; i < a.n_seqs; ++i) {
+    const SeqDesc& s = a.seqs[i];
+    const int32_t f = a.first[i];
+    const int32_t k = f >= 0 ? s.n_draft : 0;
+    int32_t n = 0;
+    while (n < k && a.status[f + n] == kRowOk && a.token_out[f + n] == a.tokens[s.row0 + 1 + n]) ++n;
+    a.runs[2 * i] = n;
+    a.runs[2 * i + 1] = k - n;
+  }
+}
+
+void shift_ref(const ShiftArgs& a) {
+  for (int32_t o = 0; o < a.n_out; ++o) {
+    const int32_t row = a.out_rows[o];
+    for (int32_t i = 0; i < a.n_seqs; ++i) {
+      const SeqDesc& s = a.seqs[i];
+      if (a.from[2 * i] >= 0 && row >= s.row0 && row < s.row0 + s.n_tokens) a.out_rows[o] = row + a.runs[2 * a.from[2 * i]];
+    }
+  }
+  for (int32_t i = 0; i < a.n_seqs; ++i) {
+    if (a.from[2 * i + 1] >= 0) a.seqs[i].n_past -= a.runs[2 * a.from[2 * i + 1] + 1];
+  }
+}
+
+}  // namespace voltserve::kernels::sampling
