@@ -1,6 +1,8 @@
 // The backend-independent parts of backend.h.
 #include "backend/backend.h"
 
+#include <algorithm>
+
 namespace voltserve {
 
 void StepBatch::clear() {
@@ -13,6 +15,46 @@ void StepBatch::clear() {
   masks.clear();
   mask_words = 0;
   complete_masks = nullptr;
+  shift_from.clear();
+}
+
+void Backend::note_judged_step(const StepBatch& batch) {
+  if (std::none_of(batch.outputs.begin(), batch.outputs.end(), [](const OutputRow& o) { return (o.flags & kOutAccept) != 0; })) {
+    return;
+  }
+  judged_drafts_.clear();
+  for (const kernels::SeqDesc& s : batch.seqs) judged_drafts_.push_back(s.n_draft);
+}
+
+Status Backend::check_shifts(const StepBatch& batch, std::string_view backend) const {
+  if (batch.shift_from.empty()) return Status::ok();
+  const std::string where = std::string(backend) + " backend: shift_from ";
+  if (batch.shift_from.size() != 2 * batch.seqs.size()) {
+    return internal_error(where + "has " + std::to_string(batch.shift_from.size()) + " entries, not two per sequence");
+  }
+  const auto n_judged = static_cast<int32_t>(judged_drafts_.size());
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const kernels::SeqDesc& s = batch.seqs[i];
+    const int32_t rows = batch.shift_from[2 * i], past = batch.shift_from[2 * i + 1];
+    if (rows < -1 || rows >= n_judged || past < -1 || past >= n_judged) {
+      return internal_error(where + "names a sequence outside the " + std::to_string(n_judged) +
+                            " of the last step with verify items");
+    }
+    if (past >= 0 && s.n_past < judged_drafts_[static_cast<size_t>(past)]) {
+      return internal_error(where + "may move sequence " + std::to_string(i) + "'s n_past below 0");
+    }
+    if (rows < 0) continue;
+    for (const OutputRow& o : batch.outputs) {
+      if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens && o.row + judged_drafts_[static_cast<size_t>(rows)] >= s.row0 + s.n_tokens) {
+        return internal_error(where + "may move output row " + std::to_string(o.row) + " out of its sequence");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+bool penalized(const kernels::sampling::RowParams& row) {
+  return row.presence_penalty != 0.0f || row.frequency_penalty != 0.0f || row.repetition_penalty != 1.0f;
 }
 
 kernels::gdn::State gdn_state_view(const GdnStateLayer& s) {

@@ -164,6 +164,14 @@ struct StepBatch {
   std::vector<uint32_t> masks;
   int32_t mask_words = 0;
   std::function<void()> complete_masks;
+  // Speculative rounds without a host wait after the verify step (kernels/sampling/accepted_runs.h): empty, or per
+  // sequence a pair (rows from, n_past from) of sequence indices of the last step that had verify items (-1: none).
+  // That step's accepted runs stay in backend memory; this step's output rows inside sequence i move forward by the
+  // drafts accepted in sequence `rows from`, and its n_past moves back by the drafts rejected in sequence `n_past
+  // from`. A step planned for the longest runs (the MTP head's passes after a deferred verify step) so follows the
+  // actual ones. Checked against the verify step's draft counts: a moved row stays inside its sequence's rows and
+  // n_past stays >= 0 for every run.
+  std::vector<int32_t> shift_from;
   void clear();
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
 };
@@ -245,6 +253,8 @@ class Backend {
   // step in step order, after waiting for the device once. A chain of deferred steps whose inputs come from the
   // device (embed_samples) runs back to back, with no host round trip between its steps; a failed deferred step
   // drops the chain's kept results. The defaults suit a backend whose end_step() is synchronous anyway (CPU).
+  // A deferred step may have verify items (kOutSample | kOutAccept rows of requests without penalties): its
+  // result is walked (rows past the accepted run kRowNotReached) as end_step's would be.
   virtual Status end_step_deferred();
   virtual Status take_deferred(std::vector<StepResult>& results);
   // Steps replayed from captured graphs so far (0 for a backend without graphs).
@@ -302,8 +312,18 @@ class Backend {
   virtual void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) = 0;
 
  protected:
+  // begin_step's bookkeeping of StepBatch::shift_from: a step with verify items records its sequences' draft counts
+  // (0 for the others), which later steps' shifts index; check_shifts refuses a shift outside them.
+  void note_judged_step(const StepBatch& batch);
+  Status check_shifts(const StepBatch& batch, std::string_view backend) const;
+
   std::vector<StepResult> deferred_;  // the default end_step_deferred()'s results
+  std::vector<int32_t> judged_drafts_;  // per sequence of the last step with verify items: its drafts
 };
+
+// Whether a row's sampling parameters apply penalties (presence, frequency or repetition), whose counts of accepted
+// drafts the host adds after a verify step (so such a verify step is not deferred).
+bool penalized(const kernels::sampling::RowParams& row);
 
 // Runs one step — `once()` calls begin_step, the ops and end_step — again while the backend asks for it
 // (Backend::rerun_step; a graph-replaying backend asks at most twice in a row).

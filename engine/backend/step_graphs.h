@@ -1,6 +1,6 @@
 // Which steps a device backend replays as captured graphs, and when it captures them (CUDA-free bookkeeping; the
 // CUDA backend holds the graphs). A step is replayed only when both its shape (token, sequence and output rows,
-// output flags, the context bucket) and the fingerprint of its op sequence (every op with the pointers, shapes and
+// output flags, the context bucket, whether it shifts by accepted runs) and the fingerprint of its op sequence (every op with the pointers, shapes and
 // parameters it was called with) equal those of the captured step, so a graph never runs a different forward.
 // Tested by tests/model/step_graphs_test.cpp; the CUDA side by tests/golden/cuda_model_test.cpp ([gpu]).
 #pragma once

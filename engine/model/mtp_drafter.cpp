@@ -74,10 +74,28 @@ Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const
   // host waits once for the whole chain (take_drafts), not once per draft. What an earlier step that failed midway
   // left deferred is dropped first (nothing is kept once nothing is pending: no wait).
   VS_RETURN_IF_ERROR(head_->take_drafts(passes_));
-  const MtpPass first{.tokens_from_samples = false, .defer = true};
-  const MtpPass chained{.tokens_from_samples = true, .defer = true};
+  const MtpPass first{.tokens = MtpTokens::kBatch, .defer = true};
   VS_RETURN_IF_ERROR(head_->forward(b, model.final_residual(batch.n_tokens()), MtpHead::Input::kMainResidual, cache_,
                                     page_size_, pass_result_, first));
+  VS_RETURN_IF_ERROR(run_chain(batch, /*shift=*/false));
+  // passes_[s] holds draft s + 1 of every drafting sequence (row j); a sequence's drafts end at its first failed
+  // row (the passes after it drafted from a placeholder).
+  VS_RETURN_IF_ERROR(head_->take_drafts(passes_));
+  for (size_t j = 0; j < drafting_.size(); ++j) {
+    std::vector<int32_t>& drafts = result.rows[static_cast<size_t>(drafting_[j].result_row)].drafts;
+    for (int32_t s = 0; s < drafting_[j].n_draft && s < static_cast<int32_t>(passes_.size()); ++s) {
+      if (j >= passes_[static_cast<size_t>(s)].rows.size()) break;
+      const RowResult& r = passes_[static_cast<size_t>(s)].rows[j];
+      if (r.status != kernels::sampling::kRowOk || r.token < 0) break;
+      drafts.push_back(r.token);
+    }
+  }
+  return Status::ok();
+}
+
+Status MtpDrafter::run_chain(const StepBatch& batch, bool shift) {
+  StepBatch& b = pass_;
+  const MtpPass chained{.tokens = MtpTokens::kPassSamples, .defer = true};
   int32_t depth = 0;
   for (const Drafting& d : drafting_) depth = std::max(depth, d.n_draft);
   // Chain steps: one row per drafting sequence, the same order as the previous pass's outputs (so its h' rows are
@@ -99,20 +117,86 @@ Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const
       b.seqs.push_back(m);
       b.tokens.push_back(0);  // a placeholder: the pass embeds the previous pass's sample of row j
       b.outputs.push_back(greedy_row(static_cast<int32_t>(j)));
+      if (shift) {
+        b.shift_from.push_back(-1);
+        b.shift_from.push_back(d.seq);
+      }
     }
     const Tensor hidden = head_->output_hidden(static_cast<int64_t>(drafting_.size()));
     VS_RETURN_IF_ERROR(head_->forward(b, hidden, MtpHead::Input::kDraftHidden, cache_, page_size_, pass_result_, chained));
   }
-  // passes_[s] holds draft s + 1 of every drafting sequence (row j); a sequence's drafts end at its first failed
-  // row (the passes after it drafted from a placeholder).
-  VS_RETURN_IF_ERROR(head_->take_drafts(passes_));
+  return Status::ok();
+}
+
+bool MtpDrafter::follows_on_device(const StepRequest& request, const StepBatch& batch) {
+  if (static_cast<int32_t>(batch.outputs.size()) != batch.n_tokens() || !batch.masks.empty()) return false;
+  bool judged = false, mtp = false;
+  for (size_t i = 0; i < batch.outputs.size(); ++i) {
+    const OutputRow& o = batch.outputs[i];
+    if (o.row != static_cast<int32_t>(i) || (o.flags != kOutSample && o.flags != (kOutSample | kOutAccept)) ||
+        penalized(o.sampling)) {
+      return false;
+    }
+    judged |= (o.flags & kOutAccept) != 0;
+  }
+  for (const SeqStep& s : request.seqs) {
+    if (s.mtp && s.next_token >= 0) return false;
+    mtp |= s.mtp;
+  }
+  return judged && mtp;
+}
+
+Status MtpDrafter::run_after_deferred(const StepRequest& request, const StepBatch& batch, const Qwen35Model& model,
+                                      StepResult& result) {
+  // The first pass: every row of the speculating sequences, each paired with the token its verify row emitted (its
+  // sample: a draft while accepted, then the correction or bonus; rows past the run pair with anything, and the
+  // next round rewrites their MTP KV before any row reads it), drafting from the row the item's accepted run ends
+  // at — planned at the item's first row, moved forward by the accepted drafts on the device.
+  StepBatch& b = pass_;
+  b.clear();
+  b.tokens.assign(batch.tokens.size(), 0);
+  b.page_table = batch.page_table;
+  drafting_.clear();
+  for (size_t i = 0; i < request.seqs.size(); ++i) {
+    const SeqStep& s = request.seqs[i];
+    kernels::SeqDesc m = batch.seqs[i];
+    m.slot = -1;
+    m.ckpt = -1;
+    m.n_draft = 0;
+    m.n_prompt = 0;
+    if (!s.mtp) m.n_tokens = 0;
+    b.seqs.push_back(m);
+    b.shift_from.push_back(s.mtp ? static_cast<int32_t>(i) : -1);
+    b.shift_from.push_back(-1);
+    if (s.mtp && s.n_draft > 0) {
+      drafting_.push_back({static_cast<int32_t>(i), -1, m.n_past + m.n_tokens - 1, s.n_draft});
+      b.outputs.push_back(greedy_row(m.row0));
+    }
+  }
+  const MtpPass first{.tokens = MtpTokens::kStepSamples, .defer = true};
+  VS_RETURN_IF_ERROR(head_->forward(b, model.final_residual(batch.n_tokens()), MtpHead::Input::kMainResidual, cache_,
+                                    page_size_, pass_result_, first));
+  VS_RETURN_IF_ERROR(run_chain(batch, /*shift=*/true));
+  // One wait: the verify step's rows (walked by the backend), then the passes' drafts.
+  VS_RETURN_IF_ERROR(head_->take_drafts(passes_, /*n_steps=*/1));
+  if (passes_.empty() || passes_.front().rows.size() != batch.outputs.size()) {
+    return internal_error("MTP drafter: the deferred verify step's rows did not come back");
+  }
+  result.rows = std::move(passes_.front().rows);
   for (size_t j = 0; j < drafting_.size(); ++j) {
-    std::vector<int32_t>& drafts = result.rows[static_cast<size_t>(drafting_[j].result_row)].drafts;
-    for (int32_t s = 0; s < drafting_[j].n_draft && s < static_cast<int32_t>(passes_.size()); ++s) {
-      if (j >= passes_[static_cast<size_t>(s)].rows.size()) break;
-      const RowResult& r = passes_[static_cast<size_t>(s)].rows[j];
-      if (r.status != kernels::sampling::kRowOk || r.token < 0) break;
-      drafts.push_back(r.token);
+    // The item's last emitted row (rows past the run are kRowNotReached): the row the device drafted from. A failed
+    // row there ends the request (the engine), so it gets no drafts.
+    const kernels::SeqDesc& q = batch.seqs[static_cast<size_t>(drafting_[j].seq)];
+    int32_t end = q.row0;
+    while (end + 1 < q.row0 + q.n_tokens && result.rows[static_cast<size_t>(end) + 1].status != kernels::sampling::kRowNotReached) {
+      ++end;
+    }
+    RowResult& at = result.rows[static_cast<size_t>(end)];
+    if (at.status != kernels::sampling::kRowOk || at.token < 0) continue;
+    for (int32_t s = 0; s < drafting_[j].n_draft && s + 1 < static_cast<int32_t>(passes_.size()); ++s) {
+      const std::vector<RowResult>& rows = passes_[static_cast<size_t>(s) + 1].rows;
+      if (j >= rows.size() || rows[j].status != kernels::sampling::kRowOk || rows[j].token < 0) break;
+      at.drafts.push_back(rows[j].token);
     }
   }
   return Status::ok();

@@ -192,9 +192,9 @@ Status MtpHead::forward(const StepBatch& batch, const Tensor& hidden_in, Input i
   return s;
 }
 
-Status MtpHead::take_drafts(std::vector<StepResult>& passes) {
+Status MtpHead::take_drafts(std::vector<StepResult>& passes, size_t n_steps) {
   VS_RETURN_IF_ERROR(backend_->take_deferred(passes));
-  for (StepResult& r : passes) map_drafts(r);
+  for (size_t i = n_steps; i < passes.size(); ++i) map_drafts(passes[i]);
   return Status::ok();
 }
 
@@ -236,10 +236,10 @@ Status MtpHead::forward_once(const StepBatch& batch, const Tensor& hidden_in, In
   Tensor hidden32 = ws_.hidden32.first_rows(T);
 
   // u = fc([norm(embed(x_{i+1})) ; norm(h_i)])
-  if (pass.tokens_from_samples) {
-    be.embed_samples(*embed_, draft_map_, embedded);
-  } else {
-    be.embed(*embed_, embedded);
+  switch (pass.tokens) {
+    case MtpTokens::kBatch: be.embed(*embed_, embedded); break;
+    case MtpTokens::kPassSamples: be.embed_samples(*embed_, draft_map_, embedded); break;
+    case MtpTokens::kStepSamples: be.embed_samples(*embed_, Tensor{}, embedded); break;
   }
   be.rms_norm(embedded, w_.pre_fc_norm_embedding, eps, e_part);
   if (input == Input::kMainResidual) {

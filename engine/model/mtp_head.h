@@ -57,12 +57,15 @@ Result<bool> parse_mtp_nvfp4(std::string_view option);
 // Whether the checkpoint carries an MTP head (mtp.fc.weight and the rest are then required).
 bool checkpoint_has_mtp(const Checkpoint& checkpoint);
 
-// How one MTP pass gets its tokens and returns its drafts. tokens_from_samples: the pass's x_{i+1} of row i is
-// what the previous pass sampled at its output row i (batch.tokens are placeholders; Backend::embed_samples).
-// defer: the forward's `result` stays empty and MtpHead::take_drafts() returns the pass's drafts later (its output
-// rows may then only sample; Backend::end_step_deferred).
+// How one MTP pass gets its tokens and returns its drafts. tokens: where the pass's x_{i+1} of row i comes from —
+// batch.tokens (kBatch), or what the step before it sampled at its output row i, on the device (batch.tokens are
+// then placeholders; Backend::embed_samples): the previous pass's drafts, rows of the draft vocabulary
+// (kPassSamples), or the tokens a verify step emitted, ids (kStepSamples). defer: the forward's `result` stays empty
+// and MtpHead::take_drafts() returns the pass's drafts later (its output rows may then only sample;
+// Backend::end_step_deferred).
+enum class MtpTokens { kBatch, kPassSamples, kStepSamples };
 struct MtpPass {
-  bool tokens_from_samples = false;
+  MtpTokens tokens = MtpTokens::kBatch;
   bool defer = false;
 };
 
@@ -90,11 +93,12 @@ class MtpHead {
   // place them (slot -1), batch.outputs are the rows to draft from (kOutSample greedy; kOutLogits for tests).
   // After it, output_hidden() holds h' (fp32) of the output rows, in output order: the hidden input of the next
   // chain step when that step has one row per output of this one.
-  // With pass.tokens_from_samples / pass.defer: MtpPass.
+  // With pass.tokens / pass.defer: MtpPass.
   Status forward(const StepBatch& batch, const Tensor& hidden_in, Input input, KvCacheLayer& cache,
                  int32_t page_size, StepResult& result, MtpPass pass = {});
-  // The results of the deferred passes since the last call, one per pass in order, sampled rows mapped to ids.
-  Status take_drafts(std::vector<StepResult>& passes);
+  // The results of the deferred passes since the last call, one per pass in order, sampled rows mapped to ids. The
+  // first n_steps results are of steps deferred before the passes (a verify step), returned as they are.
+  Status take_drafts(std::vector<StepResult>& passes, size_t n_steps = 0);
   Tensor output_hidden(int64_t n_outputs) const { return hidden_out_[current_].first_rows(n_outputs); }
 
  private:

@@ -251,12 +251,12 @@ void Qwen35Model::gdn_mixer(const Qwen35Layer& layer, size_t index, const Activa
   be.linear(*g.out_proj, out, mixed);
 }
 
-Status Qwen35Model::forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const {
+Status Qwen35Model::forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result, bool defer) const {
   if (!configured_) return internal_error("Qwen35Model::forward before configure");
-  return run_step(*backend_, [&] { return forward_once(batch, cache, result); });
+  return run_step(*backend_, [&] { return forward_once(batch, cache, result, defer); });
 }
 
-Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const {
+Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result, bool defer) const {
   Backend& be = *backend_;
   VS_RETURN_IF_ERROR(be.begin_step(batch));
   const float eps = static_cast<float>(config_.rms_norm_eps);
@@ -292,7 +292,7 @@ Status Qwen35Model::forward_once(const StepBatch& batch, Qwen35Cache& cache, Ste
     be.gather_output_rows(normed, hidden);
     be.lm_head_outputs(weights_.output(), hidden, logits);
   }
-  return be.end_step(result);
+  return defer ? be.end_step_deferred() : be.end_step(result);
 }
 
 }  // namespace voltserve

@@ -89,8 +89,9 @@ class Qwen35Model {
   Status copy_page(Qwen35Cache& cache, int32_t src_page, int32_t dst_page) const;
 
   // One batched step; the batch is assumed valid (the runner checks it). Structured-output masks may still be in
-  // the making: the backend calls batch.complete_masks when it needs them.
-  Status forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
+  // the making: the backend calls batch.complete_masks when it needs them. defer: the step ends with
+  // Backend::end_step_deferred (result stays empty; its rows come with take_deferred).
+  Status forward(const StepBatch& batch, Qwen35Cache& cache, StepResult& result, bool defer = false) const;
 
  private:
   Qwen35Model() = default;
@@ -111,7 +112,7 @@ class Qwen35Model {
     Tensor logits;     // [logits_rows, vocab] fp32
   };
   Activations activations(int64_t n_tokens, int64_t n_outputs) const;
-  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result) const;
+  Status forward_once(const StepBatch& batch, Qwen35Cache& cache, StepResult& result, bool defer) const;
   void attention_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
   void gdn_mixer(const Qwen35Layer& layer, size_t index, const Activations& act, Qwen35Cache& cache) const;
 

@@ -170,8 +170,10 @@ Status Qwen35Runner::load_drafter(const RunnerOptions& options) {
   drafter_ = std::make_unique<MtpDrafter>(std::move(head), std::move(kv), geometry_.page_size);
   geometry_.max_draft_tokens = options.max_draft_tokens;
   geometry_.max_verify_tokens = std::max(geometry_.max_verify_tokens, options.max_draft_tokens + 1);
-  named_logger("engine").info("speculative decoding: MTP head loaded, up to {} drafts per round",
-                              options.max_draft_tokens);
+  device_rounds_ = mo.device_rounds;
+  named_logger("engine").info("speculative decoding: MTP head loaded, up to {} drafts per round{}",
+                              options.max_draft_tokens,
+                              device_rounds_ ? "" : " (device rounds off: the host waits for each verify step)");
   return Status::ok();
 }
 
@@ -394,12 +396,17 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
     };
   }
   const bool verify = std::any_of(request.seqs.begin(), request.seqs.end(), [](const SeqStep& s) { return s.verify; });
+  // A round whose MTP passes follow the verify step on the device: the step is deferred, the host waits once.
+  const bool on_device = drafter_ && device_rounds_ && MtpDrafter::follows_on_device(request, batch_);
+  if (on_device) VS_RETURN_IF_ERROR(drafter_->drop_deferred());
   const auto t0 = std::chrono::steady_clock::now();
-  const Status forward = model_->forward(batch_, cache_, result);
+  const Status forward = model_->forward(batch_, cache_, result, /*defer=*/on_device);
   batch_.complete_masks = nullptr;  // it refers to this step's request
   VS_RETURN_IF_ERROR(forward);
   const auto t1 = std::chrono::steady_clock::now();
-  if (drafter_) {
+  if (on_device) {
+    VS_RETURN_IF_ERROR(drafter_->run_after_deferred(request, batch_, *model_, result));
+  } else if (drafter_) {
     for (const SeqStep& s : request.seqs) {
       if (s.mtp) {
         VS_RETURN_IF_ERROR(drafter_->run(request, batch_, *model_, result));
@@ -409,6 +416,7 @@ Status Qwen35Runner::step(const StepRequest& request, StepResult& result) {
   }
   if (verify) {
     ++phases_.verify_steps;
+    phases_.device_rounds += on_device ? 1 : 0;
     phases_.verify_seconds += std::chrono::duration<double>(t1 - t0).count();
     phases_.draft_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   }

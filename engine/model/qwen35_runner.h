@@ -67,6 +67,7 @@ class Qwen35Runner final : public ModelRunner {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Qwen35Model> model_;
   std::unique_ptr<MtpDrafter> drafter_;  // speculative decoding (null: off)
+  bool device_rounds_ = true;            // ModelOptions::device_rounds
   Qwen35Cache cache_;
   ModelInfo info_;
   CacheGeometry geometry_;

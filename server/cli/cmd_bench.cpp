@@ -50,6 +50,7 @@ struct EngineBenchArgs {
   uint64_t seed = 1;
   bool op_timing = false;
   bool no_cuda_graphs = false;
+  bool no_device_rounds = false;
   bool no_pdl = false;
   bool json = false;
   int32_t speculative_k = 0;  // decode: MTP drafts per round (0: plain decoding)
@@ -85,6 +86,7 @@ std::unique_ptr<Engine> bench_engine(const EngineBenchArgs& a, int32_t max_runni
   model.max_context = max_context;
   model.op_timing = a.op_timing;
   model.cuda_graphs = !a.no_cuda_graphs;
+  model.device_rounds = !a.no_device_rounds;
   model.pdl = !a.no_pdl;
   EngineConfig config;
   config.max_running = max_running;
@@ -242,6 +244,7 @@ void run_decode(const EngineBenchArgs& a) {
       spec["verify_ms"] = 1e3 * ph.verify_seconds / n;
       spec["draft_ms"] = 1e3 * ph.draft_seconds / n;
       spec["commit_ms"] = 1e3 * ph.commit_seconds / n;
+      spec["device_rounds"] = ph.device_rounds;  // of verify_steps: verify_ms is then the launch only
       // Every gap before a decode-sized step belongs to some round (a verify step, its MTP passes).
       if (tl.gaps > 0) spec["device_gap_ms_per_round"] = 1e3 * tl.gap_seconds / n;
     }
@@ -312,6 +315,8 @@ void add_engine_bench_options(CLI::App* cmd, EngineBenchArgs& a) {
   cmd->add_flag("--op-timing", a.op_timing,
                 "CUDA: log the per-op device time of the steps at the end (launches eagerly: no CUDA graphs)");
   cmd->add_flag("--no-cuda-graphs", a.no_cuda_graphs, "CUDA: launch every step eagerly (decode steps replay as graphs)");
+  cmd->add_flag("--no-device-rounds", a.no_device_rounds,
+                "speculative: the host waits for each verify step before the MTP passes (they follow it on the device)");
   cmd->add_flag("--no-pdl", a.no_pdl,
                 "CUDA, sm_90+: launch each kernel after the previous one has finished (by default each may be scheduled "
                 "while the one before it finishes: programmatic dependent launch)");

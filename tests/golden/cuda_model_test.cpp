@@ -872,6 +872,119 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
   }
 }
 
+TEST_CASE("CUDA: rounds whose MTP passes follow the verify step on the device draft what host-fed rounds draft",
+          "[gpu]") {
+  // ModelOptions::device_rounds: the verify step is deferred, the accepted runs are walked on the device and the MTP
+  // passes planned for the longest run are moved by them (kernels/sampling/accepted_runs.h; the passes replay as
+  // graphs). Per request the same tokens, drafts and acceptances as with the host reading the verify step first,
+  // on both kernel families and both MTP fixtures, greedy and seeded sampled, with a draft vocabulary (the chain
+  // embeds its rows through the id map, the first pass the verify step's ids).
+  int cc = 0;
+  if (!have_gpu(&cc)) SKIP("no CUDA device");
+  struct Out {
+    std::vector<int32_t> tokens;
+    Event final_event;
+  };
+  // One request at a time: both engines then plan the same steps (with several in flight, where the token budget
+  // trims a round's drafts depends on timing).
+  auto run_all = [](Engine& engine, const std::vector<Request>& requests) {
+    std::vector<Out> out(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool done = false;
+      REQUIRE(engine.submit(requests[i], [&, i](Event ev) {
+                      std::lock_guard lk(mu);
+                      out[i].tokens.insert(out[i].tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
+                      if (ev.finished) {
+                        out[i].final_event = std::move(ev);
+                        done = true;
+                        cv.notify_all();
+                      }
+                    }).is_ok());
+      std::unique_lock lk(mu);
+      cv.wait(lk, [&] { return done; });
+    }
+    return out;
+  };
+  for (const char* family : {"sm80", "sm70"}) {
+    if (std::string(family) == "sm80" && cc < 80) continue;
+    for (const char* name : {"tiny-mtp", "tiny-mtp-copy"}) {
+      for (const bool half_vocab : {false, true}) {
+        INFO(family << " " << name << (half_vocab ? ", draft vocabulary of half the ids" : ""));
+        ModelOptions mo;
+        mo.model_dir = fixture_dir(name).string();
+        mo.backend = "cuda";
+        mo.kernel_family = family;
+        mo.max_context = 256;
+        mo.mtp_format = "keep";
+        EngineConfig ec;
+        ec.max_running = 4;
+        ec.max_tokens_per_step = 64;
+        ec.prefill_chunk = 64;
+        ec.max_speculative_k = 8;
+        std::vector<Request> requests;
+        std::vector<Out> want;
+        EngineStats host_stats;
+        for (const bool device_rounds : {false, true}) {
+          mo.device_rounds = device_rounds;
+          auto engine = Engine::load(mo, ec);
+          REQUIRE(engine.is_ok());
+          if (half_vocab && mo.draft_vocab == 0) {  // the vocabulary is known once a model is loaded
+            mo.draft_vocab = (*engine)->vocab_size() / 2;
+            (*engine).reset();
+            engine = Engine::load(mo, ec);
+            REQUIRE(engine.is_ok());
+          }
+          if (requests.empty()) {
+            int32_t i = 0;
+            for (const RefPrompt& p : prompts(name)) {
+              for (const int32_t k : {1, 3, 8, kSpeculativeAuto}) {
+                Request r;
+                r.prompt_ids = p.ids;
+                r.max_new_tokens = 32;
+                r.sampling.temperature = i % 3 == 2 ? 0.8f : 0.0f;
+                r.sampling.seed = 500 + static_cast<uint64_t>(i);
+                r.speculative_k = k;
+                requests.push_back(r);
+                ++i;
+              }
+            }
+          }
+          const std::vector<Out> got = run_all(**engine, requests);
+          const EngineStats st = (*engine)->stats();
+          if (!device_rounds) {
+            want = got;
+            host_stats = st;
+            CHECK(st.speculative_phases.device_rounds == 0);
+            continue;
+          }
+          int same = 0;
+          for (size_t i = 0; i < requests.size(); ++i) {
+            INFO("request " << i << ", speculative_k " << *requests[i].speculative_k);
+            CHECK(got[i].tokens == want[i].tokens);
+            CHECK(got[i].final_event.n_tokens_drafted == want[i].final_event.n_tokens_drafted);
+            CHECK(got[i].final_event.n_tokens_accepted == want[i].final_event.n_tokens_accepted);
+            same += got[i].tokens == want[i].tokens ? 1 : 0;
+          }
+          CHECK(st.accepted_per_position_total == host_stats.accepted_per_position_total);
+          CHECK(st.speculative_phases.device_rounds > 0);
+          std::printf("cuda device rounds %s %s%s: %d of %zu requests the same as host-fed rounds; %llu of %llu verify "
+                      "steps followed on the device; accepted %llu of %llu drafts (host-fed: %llu of %llu)\n",
+                      family, name, half_vocab ? " (draft vocabulary)" : "", same, requests.size(),
+                      static_cast<unsigned long long>(st.speculative_phases.device_rounds),
+                      static_cast<unsigned long long>(st.speculative_phases.verify_steps),
+                      static_cast<unsigned long long>(st.n_tokens_accepted_total),
+                      static_cast<unsigned long long>(st.n_tokens_drafted_total),
+                      static_cast<unsigned long long>(host_stats.n_tokens_accepted_total),
+                      static_cast<unsigned long long>(host_stats.n_tokens_drafted_total));
+          if (std::string(name) == "tiny-mtp-copy") CHECK(st.accepted_per_position_total.at(2) > 0);  // long runs
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("CUDA: prefix-cache state snapshots and KV page copies are exact device copies", "[gpu]") {
   int cc = 0;
   if (!have_gpu(&cc)) SKIP("no CUDA device");

@@ -72,13 +72,14 @@ std::vector<Outcome> run_all(Engine& engine, const std::vector<Request>& request
 std::unique_ptr<Engine> make_engine(const std::string& name, int32_t max_k,
                                     kernels::sampling::AcceptRule rule = kernels::sampling::AcceptRule::kExact,
                                     int32_t max_running = 8, int32_t draft_vocab = 0,
-                                    const std::string& mtp_format = "keep") {
+                                    const std::string& mtp_format = "keep", bool device_rounds = true) {
   RunnerOptions opt;
   opt.model.model_dir = fixture_dir(name).string();
   // The MTP layer as stored unless asked: tiny-mtp-copy's layer is an exact copy of a main layer, which is what
   // makes its acceptance high enough to exercise long runs (the NVFP4 default has a test of its own below).
   opt.model.draft_vocab = draft_vocab;
   opt.model.mtp_format = mtp_format;
+  opt.model.device_rounds = device_rounds;
   opt.model.backend = "cpu";
   opt.model.n_threads = 2;
   opt.model.max_context = 256;
@@ -210,6 +211,65 @@ TEST_CASE("Cheaper drafting (a draft vocabulary, an NVFP4 MTP layer) keeps greed
       // Quantizing the copied attention layer changes few drafts: acceptance stays near the stored layer's.
       CHECK(s.n_tokens_accepted_total * 10 >= full_accepted * 8);
     }
+  }
+}
+
+TEST_CASE("Rounds whose MTP passes follow the verify step on the device draft what host-fed rounds draft",
+          "[golden]") {
+  // ModelOptions::device_rounds: the verify step is deferred and the MTP passes are planned for the longest accepted
+  // run, then moved by the actual one (StepBatch::shift_from). Every request must get the same tokens and the same
+  // drafts as with the host reading the verify step first: same draft and accept counts per request and per draft
+  // position. Greedy and seeded sampled requests take the device path; penalized ones (and logprobs) fall back.
+  // Each request runs alone, so that both engines plan the same steps (with several in flight, which steps a request
+  // shares, and so where the token budget trims its drafts, depends on timing; the tests above run the device path
+  // with many requests at once and compare greedy output to plain decoding).
+  struct Arm {
+    const char* fixture;
+    bool half_vocab;  // a draft vocabulary: the chain's samples are its rows, the verify step's are ids
+  };
+  for (const Arm arm : {Arm{"tiny-mtp-copy", false}, Arm{"tiny-mtp-copy", true}, Arm{"tiny-mtp", false}}) {
+    INFO("fixture " << arm.fixture << (arm.half_vocab ? ", draft vocabulary of half the ids" : ""));
+    auto host = make_engine(arm.fixture, 15, kernels::sampling::AcceptRule::kExact, 8, 0, "keep", false);
+    const int32_t vocab = host->vocab_size();
+    const int32_t draft_vocab = arm.half_vocab ? vocab / 2 : 0;
+    host = make_engine(arm.fixture, 15, kernels::sampling::AcceptRule::kExact, 8, draft_vocab, "keep", false);
+    auto device = make_engine(arm.fixture, 15, kernels::sampling::AcceptRule::kExact, 8, draft_vocab, "keep", true);
+    std::vector<Request> requests;
+    for (int32_t i = 0; i < 12; ++i) {
+      Request r;
+      r.prompt_ids = prompt(1 + 11 * i, 900 + static_cast<uint64_t>(i), vocab);
+      r.max_new_tokens = 24 + i % 5;
+      r.sampling.temperature = i % 3 == 0 ? 0.9f : 0.0f;
+      r.sampling.top_p = i % 3 == 0 ? 0.95f : 1.0f;
+      r.sampling.seed = 77 + static_cast<uint64_t>(i);
+      r.sampling.presence_penalty = i % 4 == 3 ? 0.5f : 0.0f;
+      r.speculative_k = std::vector<int32_t>{1, 3, 7, 15, kSpeculativeAuto}[static_cast<size_t>(i % 5)];
+      requests.push_back(r);
+    }
+    std::vector<Outcome> want, got;
+    for (const Request& r : requests) {
+      want.push_back(run_all(*host, {r}).front());
+      got.push_back(run_all(*device, {r}).front());
+    }
+    for (size_t i = 0; i < requests.size(); ++i) {
+      INFO("request " << i << ", speculative_k " << *requests[i].speculative_k);
+      CHECK(got[i].tokens == want[i].tokens);
+      CHECK(got[i].final_event.n_tokens_drafted == want[i].final_event.n_tokens_drafted);
+      CHECK(got[i].final_event.n_tokens_accepted == want[i].final_event.n_tokens_accepted);
+    }
+    const EngineStats h = host->stats(), d = device->stats();
+    CHECK(d.accepted_per_position_total == h.accepted_per_position_total);
+    CHECK(d.drafted_per_position_total == h.drafted_per_position_total);
+    CHECK(h.speculative_phases.device_rounds == 0);
+    CHECK(d.speculative_phases.device_rounds > 0);
+    CHECK(d.speculative_phases.device_rounds < d.speculative_phases.verify_steps);  // the penalized ones fell back
+    std::printf("%s%s: %llu of %llu verify steps followed on the device; accepted %llu of %llu drafts\n", arm.fixture,
+                arm.half_vocab ? " (draft vocabulary)" : "",
+                static_cast<unsigned long long>(d.speculative_phases.device_rounds),
+                static_cast<unsigned long long>(d.speculative_phases.verify_steps),
+                static_cast<unsigned long long>(d.n_tokens_accepted_total),
+                static_cast<unsigned long long>(d.n_tokens_drafted_total));
+    if (std::string(arm.fixture) == "tiny-mtp-copy") CHECK(d.accepted_per_position_total[2] > 0);  // long runs
   }
 }
 

@@ -7,7 +7,8 @@
 // penalties with non-trivial state, logit_bias of +-100, +-1e30 and -inf, NaN, all -inf, +inf, padding, flags 0) on
 // flat, peaked and tied logits at the Qwen3.5 vocabulary (248077 real ids of 248320) and small ones. Also: a row's
 // result does not depend on the rest of the batch (bitwise), CUDA-graph replay, the penalty-state updates (exact), and
-// the argument checks; draft rows (speculative acceptance, RowParams::draft) against accept_drafts_ref. One line per case: "... err=<max logprob error> ok|FAIL". Skips itself without a CUDA device.
+// the argument checks; draft rows (speculative acceptance, RowParams::draft) against accept_drafts_ref; the
+// accepted-runs walk and shift (accepted_runs.h) against their references. One line per case: "... err=<max logprob error> ok|FAIL". Skips itself without a CUDA device.
 #include <catch2/catch_test_macros.hpp>
 
 #include <cuda_runtime.h>

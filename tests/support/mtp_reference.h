@@ -177,7 +177,7 @@ inline MtpReferenceDiff check_mtp_against_reference(const std::filesystem::path&
       first.outputs[0].sampling.temperature = 0.0f;
       StepResult none;
       REQUIRE(mtp.forward(first, (*model)->final_residual(n), MtpHead::Input::kMainResidual, mtp_kv, 16, none,
-                        {.tokens_from_samples = false, .defer = true}).is_ok());
+                        {.tokens = MtpTokens::kBatch, .defer = true}).is_ok());
       for (size_t s = 1; s < drafts_ref.size(); ++s) {
         StepBatch step;
         step.tokens = {0};  // a placeholder
@@ -187,7 +187,7 @@ inline MtpReferenceDiff check_mtp_against_reference(const std::filesystem::path&
         o.sampling.temperature = 0.0f;
         step.outputs = {o};
         REQUIRE(mtp.forward(step, mtp.output_hidden(1), MtpHead::Input::kDraftHidden, mtp_kv, 16, none,
-                          {.tokens_from_samples = true, .defer = true}).is_ok());
+                          {.tokens = MtpTokens::kPassSamples, .defer = true}).is_ok());
         REQUIRE(none.rows.empty());
       }
       std::vector<StepResult> passes;

@@ -12,6 +12,7 @@
 #include "gdn/gdn.h"
 #include "linear/synthetic.h"
 #include "norm/norm.h"
+#include "sampling/accepted_runs.h"
 
 namespace voltserve {
 
@@ -174,7 +175,27 @@ Status CpuBackend::begin_step(const StepBatch& batch) {
                           std::to_string(batch.page_table.size()) + " page refs, " +
                           std::to_string(batch.bias_ids.size()) + " bias entries)");
   }
+  VS_RETURN_IF_ERROR(check_shifts(batch, "cpu"));
   batch_ = &batch;
+  if (!batch.shift_from.empty()) {
+    shifted_ = batch;
+    std::vector<int32_t> rows(batch.outputs.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = batch.outputs[i].row;
+    kernels::sampling::ShiftArgs a;
+    a.seqs = shifted_.seqs.data();
+    a.n_seqs = static_cast<int32_t>(shifted_.seqs.size());
+    a.out_rows = rows.data();
+    a.n_out = static_cast<int32_t>(rows.size());
+    a.from = batch.shift_from.data();
+    a.runs = runs_.data();
+    kernels::sampling::shift_ref(a);
+    for (size_t i = 0; i < rows.size(); ++i) shifted_.outputs[i].row = rows[i];
+    batch_ = &shifted_;
+  }
+  if (std::any_of(batch.outputs.begin(), batch.outputs.end(), [](const OutputRow& o) { return (o.flags & kOutAccept) != 0; })) {
+    note_judged_step(batch);
+    runs_.assign(2 * batch.seqs.size(), 0);  // sample_chunk writes each verify item's
+  }
   kernels::sampling::update_penalties_ref(penalties_, batch.tokens.data(), batch.seqs.data(),
                                           static_cast<int32_t>(batch.seqs.size()));
   result_.rows.resize(batch.outputs.size());
@@ -507,7 +528,10 @@ void CpuBackend::sample_chunk(const Tensor& hidden, const Tensor& logits, int64_
     acc.out = {token.data() + i,       logprob.data() + i, top_ids.data() + i * smp::kMaxTopLogprobs,
                top_lp.data() + i * smp::kMaxTopLogprobs, status.data() + i, nan_index.data() + i};
     acc.rule = accept_rule_;
-    smp::accept_drafts_ref(acc);
+    const int32_t accepted = smp::accept_drafts_ref(acc);
+    const auto seq = static_cast<size_t>(s - batch_->seqs.data());
+    runs_[2 * seq] = accepted;
+    runs_[2 * seq + 1] = acc.n_drafts - accepted;
     i += n;
   }
   for (int64_t i = 0; i < nr; ++i) {

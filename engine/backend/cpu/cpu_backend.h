@@ -86,6 +86,10 @@ class CpuBackend final : public Backend {
   // The current step, and what the previous one sampled per output row (-1: nothing; embed_samples).
   const StepBatch* batch_ = nullptr;
   std::vector<int32_t> previous_samples_;
+  // The accepted runs of the last step with verify items (kernels/sampling/accepted_runs.h), and the current step
+  // with its shifts applied (StepBatch::shift_from; batch_ then points here).
+  std::vector<int32_t> runs_;
+  StepBatch shifted_;
   Status step_status_;
   StepResult result_;
 };

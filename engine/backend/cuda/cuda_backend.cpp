@@ -29,6 +29,7 @@
 #include "gdn/gdn.h"
 #include "norm/norm.h"
 #include "sampling/accept.h"
+#include "sampling/accepted_runs.h"
 #include "sampling/mask_handoff.h"
 #include "sampling/sampling.h"
 #include "sampling/sampling_math.h"
@@ -439,6 +440,11 @@ class CudaBackend final : public Backend {
   int32_t* d_status_ = nullptr;
   int32_t* d_nan_index_ = nullptr;
   kernels::gdn::Commit* d_commit_ = nullptr;
+  // Accepted runs (kernels/sampling/accepted_runs.h): per sequence of a step with verify items, its first output row
+  // (uploaded) and what the walk at its end leaves for later steps; a later step's StepBatch::shift_from.
+  int32_t* d_walk_first_ = nullptr;
+  int32_t* d_runs_ = nullptr;
+  int32_t* d_shift_from_ = nullptr;
   std::vector<kernels::gdn::State> commit_states_;  // gdn_commit's layers, reused round to round
   kernels::sampling::PenaltyState penalties_;
 
@@ -461,12 +467,22 @@ class CudaBackend final : public Backend {
   int32_t max_context_ = 0;
   std::vector<kernels::sampling::RowParams> row_params_;
   std::vector<int32_t> out_rows_;
+  std::vector<int32_t> walk_first_;  // d_walk_first_'s contents
   PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
   // Deferred steps (end_step_deferred): per step, the sampled ids and then the statuses of its output rows, in
   // slots of max_tokens each; deferred_rows_ holds each kept step's row count.
   static constexpr size_t kMaxDeferredSteps = 32;
   PinnedBuffer h_deferred_;
   std::vector<int32_t> deferred_rows_;
+  // The verify items of deferred steps, walked when their rows come down (take_deferred): the deferred step, its
+  // output rows [first, first + n) and drafts.
+  struct DeferredItem {
+    size_t step = 0;
+    int64_t first = 0;
+    int64_t n = 0;
+    std::vector<int32_t> drafts;
+  };
+  std::vector<DeferredItem> deferred_items_;
   StepTimeline timeline_;
   PinnedBuffer h_logits_;     // rows with kOutLogits
   PinnedBuffer h_hidden_;     // rows with kOutHidden (fp16)
@@ -632,6 +648,9 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(d_status_, static_cast<size_t>(T), "row status"));
   VS_RETURN_IF_ERROR(take(d_nan_index_, static_cast<size_t>(T), "row NaN index"));
   VS_RETURN_IF_ERROR(take(d_commit_, 1, "GDN commit"));
+  VS_RETURN_IF_ERROR(take(d_walk_first_, static_cast<size_t>(limits.max_seqs), "verify items' first rows"));
+  VS_RETURN_IF_ERROR(take(d_runs_, 2 * static_cast<size_t>(limits.max_seqs), "accepted runs"));
+  VS_RETURN_IF_ERROR(take(d_shift_from_, 2 * static_cast<size_t>(limits.max_seqs), "step shifts"));
   penalties_.vocab = limits.vocab_size;
   penalties_.n_slots = limits.n_slots;
   VS_RETURN_IF_ERROR(take(penalties_.counts, static_cast<size_t>(limits.n_slots) * limits.vocab_size, "penalty counts"));
@@ -690,6 +709,8 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
     }
   }
   VS_ASSIGN_OR_RETURN(verify_items_, cuda::verify_items(batch));
+  VS_RETURN_IF_ERROR(check_shifts(batch, "cuda"));
+  note_judged_step(batch);
   batch_ = &batch;
   in_step_ = true;
   max_seq_tokens_ = 0;
@@ -747,6 +768,11 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   VS_RETURN_IF_ERROR(up(d_row_params_, row_params_.data(), row_params_.size() * sizeof(kernels::sampling::RowParams)));
   VS_RETURN_IF_ERROR(up(d_bias_ids_, batch.bias_ids.data(), batch.bias_ids.size() * sizeof(int32_t)));
   VS_RETURN_IF_ERROR(up(d_bias_values_, batch.bias_values.data(), batch.bias_values.size() * sizeof(float)));
+  if (!verify_items_.empty()) {
+    walk_first_ = cuda::verify_firsts(batch, verify_items_);
+    VS_RETURN_IF_ERROR(up(d_walk_first_, walk_first_.data(), walk_first_.size() * sizeof(int32_t)));
+  }
+  VS_RETURN_IF_ERROR(up(d_shift_from_, batch.shift_from.data(), batch.shift_from.size() * sizeof(int32_t)));
   // The token masks come later (end_step publishes them once the step is launched); their ticket goes up now.
   if (!batch.masks.empty()) {
     if (++mask_ticket_ == 0) ++mask_ticket_;  // 0 is what the hand-off words start as
@@ -775,6 +801,16 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
       in_step_ = false;
       return kernel_status(s, "update_penalties");
     }
+  }
+  if (!batch.shift_from.empty() && mode_ != StepMode::kProbe) {  // inside the graph: it reads the runs of the round
+    kernels::sampling::ShiftArgs a;
+    a.seqs = d_seqs_;
+    a.n_seqs = static_cast<int32_t>(batch.seqs.size());
+    a.out_rows = d_out_rows_;
+    a.n_out = n_out;
+    a.from = d_shift_from_;
+    a.runs = d_runs_;
+    check(kernels::sampling::shift(a, stream_), "accepted runs shift");
   }
   return Status::ok();
 }
@@ -847,12 +883,25 @@ Status CudaBackend::end_step_deferred() {
     batch_ = nullptr;
     step_status_ = Status::ok();
     deferred_rows_.clear();  // a chain with a failed step keeps nothing
+    deferred_items_.clear();
     return s;
   };
   if (batch_ == nullptr) return drop(internal_error("cuda backend: end_step_deferred outside a step"));
   if (!batch_->masks.empty()) return drop(internal_error("cuda backend: a deferred step carries token masks"));
   for (const OutputRow& o : batch_->outputs) {
-    if (o.flags != kOutSample) return drop(internal_error("cuda backend: a deferred step's rows may only sample"));
+    if (o.flags != kOutSample && o.flags != (kOutSample | kOutAccept)) {
+      return drop(internal_error("cuda backend: a deferred step's rows may only sample (and judge drafts)"));
+    }
+  }
+  // Its verify items are walked when their rows come down; a penalized one would need its accepted drafts counted
+  // into the slot's state before the next step (end_step), so it is not deferred.
+  for (const cuda::VerifyItem& it : verify_items_) {
+    const kernels::sampling::RowParams& row = row_params_[static_cast<size_t>(it.first)];
+    if (kernels::sampling::row_process(row, nullptr, nullptr, penalties_, limits_.n_vocab_real).penalized) {
+      return drop(internal_error("cuda backend: a deferred step's verify item has penalties"));
+    }
+    const auto d0 = batch_->tokens.begin() + it.seq->row0 + 1;
+    deferred_items_.push_back({deferred_rows_.size(), it.first, it.n, std::vector<int32_t>(d0, d0 + (it.n - 1))});
   }
   if (deferred_rows_.size() >= kMaxDeferredSteps) {
     return drop(internal_error("cuda backend: more than " + std::to_string(kMaxDeferredSteps) + " deferred steps"));
@@ -885,6 +934,7 @@ Status CudaBackend::take_deferred(std::vector<StepResult>& results) {
   results.clear();
   if (deferred_rows_.empty()) return Status::ok();
   const std::vector<int32_t> rows = std::exchange(deferred_rows_, {});
+  const std::vector<DeferredItem> items = std::exchange(deferred_items_, {});
   VS_CUDA_RETURN(cudaStreamSynchronize(stream_));
   VS_CUDA_RETURN(cudaGetLastError());
   timeline_.read();
@@ -896,6 +946,21 @@ Status CudaBackend::take_deferred(std::vector<StepResult>& results) {
       RowResult& r = results[k].rows[static_cast<size_t>(i)];
       r.token = h[i];
       r.status = h[limits_.max_tokens + i];
+    }
+  }
+  std::vector<int32_t> token, status;
+  for (const DeferredItem& it : items) {  // as accept_judged_items walks a step's items
+    std::vector<RowResult>& r = results[it.step].rows;
+    token.resize(static_cast<size_t>(it.n));
+    status.resize(static_cast<size_t>(it.n));
+    for (int64_t j = 0; j < it.n; ++j) {
+      token[static_cast<size_t>(j)] = r[static_cast<size_t>(it.first + j)].token;
+      status[static_cast<size_t>(j)] = r[static_cast<size_t>(it.first + j)].status;
+    }
+    kernels::sampling::accept_judged_rows(static_cast<int32_t>(it.n - 1), it.drafts.data(), token.data(), status.data());
+    for (int64_t j = 0; j < it.n; ++j) {
+      r[static_cast<size_t>(it.first + j)].token = token[static_cast<size_t>(j)];
+      r[static_cast<size_t>(it.first + j)].status = status[static_cast<size_t>(j)];
     }
   }
   return Status::ok();
@@ -1353,6 +1418,17 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
       }
       if (e != cudaSuccess) return fail(cuda::cuda_status(e, "cudaMemcpyAsync (step outputs)", __FILE__, __LINE__));
     }
+  }
+  if (!verify_items_.empty()) {  // the accepted runs stay on the device for the steps after (StepBatch::shift_from)
+    kernels::sampling::WalkArgs w;
+    w.seqs = d_seqs_;
+    w.n_seqs = static_cast<int32_t>(batch_->seqs.size());
+    w.first = d_walk_first_;
+    w.tokens = d_tokens_;
+    w.token_out = d_token_out_;
+    w.status = d_status_;
+    w.runs = d_runs_;
+    check(kernels::sampling::walk(w, stream_), "accepted runs walk");
   }
 }
 

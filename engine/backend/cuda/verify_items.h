@@ -2,9 +2,10 @@
 // is judged on the device: row j < k judges d_{j+1} (RowParams::draft) with its penalties counting d1..dj on top of
 // the slot's state (RowParams::pending_*), the bonus row samples, only the k + 1 tokens come down, and the walk over
 // them (accept_judged_rows) is the rule; the accepted drafts are then counted into the slot's state
-// (count_generated). No logits leave the device. Tested on a GPU by tests/golden/cuda_model_test.cpp (speculative
-// output equal to plain decoding, greedy with and without penalties; sampled with a seed reproducible) and
-// tests/kernels/sampling_gpu_test.cpp (draft rows against accept_drafts_ref).
+// (count_generated). No logits leave the device. The walk also runs on the device (kernels/sampling/
+// accepted_runs.h) for the steps after a deferred verify step. Tested on a GPU by tests/golden/cuda_model_test.cpp
+// (speculative output equal to plain decoding, greedy with and without penalties; sampled with a seed reproducible)
+// and tests/kernels/sampling_gpu_test.cpp (draft rows against accept_drafts_ref).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,9 @@ struct VerifyItem {
 
 // The step's verify items, in output order; an error when accept rows are not whole items.
 Result<std::vector<VerifyItem>> verify_items(const StepBatch& batch);
+// Per sequence of the batch: the output index of its verify item's first row, -1 where it is none
+// (kernels::sampling::WalkArgs::first).
+std::vector<int32_t> verify_firsts(const StepBatch& batch, const std::vector<VerifyItem>& items);
 
 // result.rows holds the sampler's token and status of each row of the items; the walk (accept_judged_rows)
 // truncates them to the accepted run (rows past it: token -1, kRowNotReached, no logprobs). Returns each item's

@@ -30,7 +30,7 @@ struct ModelInfo {
 inline constexpr int32_t kDefaultPrefixSnapshots = 8;
 
 // Wall time of speculative rounds' phases in the model runner, summed: the verify steps (the target forward over
-// [x, d1..dk] with the acceptance; on a GPU the device's time too, since a step ends with one synchronisation), the
+// [x, d1..dk] with the acceptance; on a GPU the device's time too when the step ends with a synchronisation), the
 // MTP passes that follow them (the next drafts), and the commits (the state rollback to the accepted length).
 struct SpeculativePhaseTimes {
   uint64_t verify_steps = 0;
@@ -38,6 +38,9 @@ struct SpeculativePhaseTimes {
   double draft_seconds = 0.0;
   uint64_t commits = 0;
   double commit_seconds = 0.0;
+  // Verify steps whose MTP passes followed them on the device (ModelOptions::device_rounds): the host waits once a
+  // round, so their verify_seconds is the verify step's launch and draft_seconds the rest of the round.
+  uint64_t device_rounds = 0;
 };
 
 // A device backend's timeline of its decode-sized steps (forward passes of at most 64 rows: decode, verify, MTP
@@ -74,6 +77,11 @@ struct ModelOptions {
   // CUDA, sm_90+: programmatic dependent launch between a step's kernels (each may be scheduled while the one
   // before it finishes; same results). Off for comparisons.
   bool pdl = true;
+  // Speculative decoding: a round's MTP passes follow its verify step on the device, planned for the longest
+  // accepted run and moved by the actual one there (kernels/sampling/accepted_runs.h), so the host waits once a
+  // round instead of twice. Rounds with logprobs, penalties or prompt chunks in the step still wait between. Off for
+  // comparisons (the drafts are the same).
+  bool device_rounds = true;
   // The output head: "" or "keep" as the checkpoint stores it; "fp8" (one scale per row) or "nvfp4" quantize a
   // BF16 head at load (a smaller decode step; greedy agreement measured in bench/RESULTS.md).
   std::string lm_head;
