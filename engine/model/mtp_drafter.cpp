@@ -7,6 +7,16 @@ namespace voltserve {
 
 namespace {
 
+// A main step's sequence as an MTP pass sees it: no recurrent or penalty state (the MTP layer is attention only,
+// drafts are raw argmax), no checkpoints, no drafts under verification.
+kernels::SeqDesc pass_seq(kernels::SeqDesc m) {
+  m.slot = -1;
+  m.ckpt = -1;
+  m.n_draft = 0;
+  m.n_prompt = 0;
+  return m;
+}
+
 OutputRow greedy_row(int32_t row) {
   OutputRow o;
   o.row = row;
@@ -17,21 +27,21 @@ OutputRow greedy_row(int32_t row) {
 
 }  // namespace
 
+void MtpDrafter::start_first_pass(const StepBatch& batch) {
+  pass_.clear();
+  pass_.tokens.assign(batch.tokens.size(), 0);
+  pass_.page_table = batch.page_table;
+  drafting_.clear();
+}
+
 Status MtpDrafter::run(const StepRequest& request, const StepBatch& batch, const Qwen35Model& model,
                        StepResult& result) {
   StepBatch& b = pass_;
-  b.clear();
-  b.tokens.assign(batch.tokens.size(), 0);
-  b.page_table = batch.page_table;
-  drafting_.clear();
+  start_first_pass(batch);
   bool any = false;
   for (size_t i = 0; i < request.seqs.size(); ++i) {
     const SeqStep& s = request.seqs[i];
-    kernels::SeqDesc m = batch.seqs[i];
-    m.slot = -1;  // no recurrent state, no penalty state: the MTP layer is attention only, drafts are raw argmax
-    m.ckpt = -1;
-    m.n_draft = 0;
-    m.n_prompt = 0;
+    kernels::SeqDesc m = pass_seq(batch.seqs[i]);
     if (!s.mtp) {
       m.n_tokens = 0;  // its rows are computed and ignored
       b.seqs.push_back(m);
@@ -106,14 +116,10 @@ Status MtpDrafter::run_chain(const StepBatch& batch, bool shift) {
     b.page_table = batch.page_table;
     for (size_t j = 0; j < drafting_.size(); ++j) {
       const Drafting& d = drafting_[j];
-      kernels::SeqDesc m = batch.seqs[static_cast<size_t>(d.seq)];
+      kernels::SeqDesc m = pass_seq(batch.seqs[static_cast<size_t>(d.seq)]);
       m.row0 = static_cast<int32_t>(j);
       m.n_tokens = d.n_draft >= step ? 1 : 0;
       m.n_past = d.position + step - 1;
-      m.slot = -1;
-      m.ckpt = -1;
-      m.n_draft = 0;
-      m.n_prompt = 0;
       b.seqs.push_back(m);
       b.tokens.push_back(0);  // a placeholder: the pass embeds the previous pass's sample of row j
       b.outputs.push_back(greedy_row(static_cast<int32_t>(j)));
@@ -153,17 +159,10 @@ Status MtpDrafter::run_after_deferred(const StepRequest& request, const StepBatc
   // next round rewrites their MTP KV before any row reads it), drafting from the row the item's accepted run ends
   // at — planned at the item's first row, moved forward by the accepted drafts on the device.
   StepBatch& b = pass_;
-  b.clear();
-  b.tokens.assign(batch.tokens.size(), 0);
-  b.page_table = batch.page_table;
-  drafting_.clear();
+  start_first_pass(batch);
   for (size_t i = 0; i < request.seqs.size(); ++i) {
     const SeqStep& s = request.seqs[i];
-    kernels::SeqDesc m = batch.seqs[i];
-    m.slot = -1;
-    m.ckpt = -1;
-    m.n_draft = 0;
-    m.n_prompt = 0;
+    kernels::SeqDesc m = pass_seq(batch.seqs[i]);
     if (!s.mtp) m.n_tokens = 0;
     b.seqs.push_back(m);
     b.shift_from.push_back(s.mtp ? static_cast<int32_t>(i) : -1);

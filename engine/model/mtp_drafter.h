@@ -55,6 +55,8 @@ class MtpDrafter {
                              // step, of the item's last row (the device moves it back by the rejected drafts)
     int32_t n_draft = 0;
   };
+  // pass_ emptied for a first pass over `batch`'s rows (placeholder tokens, its page table), drafting_ cleared.
+  void start_first_pass(const StepBatch& batch);
   // The chain passes 2..depth of drafting_ after the first pass (one row per drafting sequence); shift: their
   // positions follow the accepted runs (run_after_deferred).
   Status run_chain(const StepBatch& batch, bool shift);
