@@ -12,10 +12,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// As accepted_runs_ref.cpp: the output row of a verify item's first token, -1 when s is no verify item.
+__device__ int32_t first_judging_row(const WalkArgs& a, const SeqDesc& s) {
+  if (s.n_draft <= 0) return -1;
+  for (int32_t o = 0; o < a.n_out; ++o) {
+    if (a.out_rows[o] == s.row0 && a.rows[o].draft >= 0) return o;
+  }
+  return -1;
+}
+
 __global__ void walk_kernel(const WalkArgs a) {
   for (int32_t i = threadIdx.x; i < a.n_seqs; i += blockDim.x) {
     const SeqDesc s = a.seqs[i];
-    const int32_t f = a.first[i];
+    const int32_t f = first_judging_row(a, s);
     const int32_t k = f >= 0 ? s.n_draft : 0;
     int32_t n = 0;
     while (n < k && a.status[f + n] == kRowOk && a.token_out[f + n] == a.tokens[s.row0 + 1 + n]) ++n;
@@ -43,8 +52,8 @@ __global__ void shift_kernel(const ShiftArgs a) {
 KernelStatus walk(const WalkArgs& a, void* stream) {
   if (a.n_seqs < 0) return VS_KERNEL_FAIL(kBadShape, "walk: n_seqs must be >= 0");
   if (a.n_seqs == 0) return KernelStatus::Ok();
-  if (a.seqs == nullptr || a.first == nullptr || a.tokens == nullptr || a.token_out == nullptr ||
-      a.status == nullptr || a.runs == nullptr) {
+  if (a.seqs == nullptr || a.tokens == nullptr || a.token_out == nullptr || a.status == nullptr || a.runs == nullptr ||
+      (a.n_out > 0 && (a.out_rows == nullptr || a.rows == nullptr))) {
     return VS_KERNEL_FAIL(kBadArgument, "walk: a pointer is null");
   }
   walk_kernel<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);

@@ -4,8 +4,9 @@
 // on the host for the longest run and moved by the device.
 //
 // walk: per sequence i of the verify step, the accepted draft count a of its k = seqs[i].n_draft judged rows
-// (accept_judged_rows over token / status rows [first[i], first[i] + k], drafts = the step's tokens after the
-// item's first): runs[2 i] = a, runs[2 i + 1] = k - a, the drafts it rejected; (0, 0) where first[i] < 0.
+// (accept_judged_rows over token / status rows [first, first + k], drafts = the step's tokens after the item's
+// first, `first` the output row of the item's first token that judges a draft: RowParams::draft >= 0): runs[2 i] =
+// a, runs[2 i + 1] = k - a, the drafts it rejected; (0, 0) for a sequence that is not a verify item (k = 0).
 // shift: per sequence i of a later step with from[2 i] >= 0, each output row inside the sequence's rows moves
 // forward by runs[2 from[2 i]] (the accepted drafts); with from[2 i + 1] >= 0 its n_past moves back by
 // runs[2 from[2 i + 1] + 1] (the rejected drafts). Output rows are matched to sequences by their rows before the
@@ -18,13 +19,16 @@
 
 #include "common/kernel_status.h"
 #include "common/step_desc.h"
+#include "sampling/sampling.h"
 
 namespace voltserve::kernels::sampling {
 
 struct WalkArgs {
   const SeqDesc* seqs = nullptr;  // the verify step's sequences
   int32_t n_seqs = 0;
-  const int32_t* first = nullptr;      // [n_seqs]: the output index of the item's first row, -1: not a verify item
+  const int32_t* out_rows = nullptr;  // [n_out]: each output's token row
+  const RowParams* rows = nullptr;    // [n_out]: each output's sampling parameters (RowParams::draft)
+  int32_t n_out = 0;
   const int32_t* tokens = nullptr;     // the step's token rows (the drafts)
   const int32_t* token_out = nullptr;  // per output row: the sampler's token
   const int32_t* status = nullptr;     // per output row: the sampler's status

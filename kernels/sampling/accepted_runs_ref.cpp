@@ -5,10 +5,23 @@
 
 namespace voltserve::kernels::sampling {
 
+namespace {
+
+// The output row of a verify item's first token (the first that judges a draft), -1 when s is no verify item.
+int32_t first_judging_row(const WalkArgs& a, const SeqDesc& s) {
+  if (s.n_draft <= 0) return -1;
+  for (int32_t o = 0; o < a.n_out; ++o) {
+    if (a.out_rows[o] == s.row0 && a.rows[o].draft >= 0) return o;
+  }
+  return -1;
+}
+
+}  // namespace
+
 void walk_ref(const WalkArgs& a) {
   for (int32_t i = 0; i < a.n_seqs; ++i) {
     const SeqDesc& s = a.seqs[i];
-    const int32_t f = a.first[i];
+    const int32_t f = first_judging_row(a, s);
     const int32_t k = f >= 0 ? s.n_draft : 0;
     int32_t n = 0;
     while (n < k && a.status[f + n] == kRowOk && a.token_out[f + n] == a.tokens[s.row0 + 1 + n]) ++n;

@@ -19,7 +19,9 @@ TEST_CASE("accepted runs: the walk counts what accept_judged_rows counts", "[uni
     WalkArgs a;
     a.seqs = c.seqs.data();
     a.n_seqs = static_cast<int32_t>(c.seqs.size());
-    a.first = c.first.data();
+    a.out_rows = c.out_rows.data();
+    a.rows = c.rows.data();
+    a.n_out = static_cast<int32_t>(c.out_rows.size());
     a.tokens = c.tokens.data();
     a.token_out = c.token_out.data();
     a.status = c.status.data();
@@ -28,7 +30,7 @@ TEST_CASE("accepted runs: the walk counts what accept_judged_rows counts", "[uni
     for (size_t i = 0; i < c.seqs.size(); ++i) {
       const SeqDesc& s = c.seqs[i];
       int32_t expect = 0;
-      if (c.first[i] >= 0) {
+      if (c.verify[i] && s.n_draft > 0) {
         std::vector<int32_t> token(c.token_out.begin() + s.row0, c.token_out.begin() + s.row0 + s.n_tokens);
         std::vector<int32_t> status(c.status.begin() + s.row0, c.status.begin() + s.row0 + s.n_tokens);
         expect = accept_judged_rows(s.n_draft, c.tokens.data() + s.row0 + 1, token.data(), status.data());
@@ -37,7 +39,7 @@ TEST_CASE("accepted runs: the walk counts what accept_judged_rows counts", "[uni
       }
       INFO("seed " << seed << " sequence " << i);
       CHECK(runs[2 * i] == expect);
-      CHECK(runs[2 * i + 1] == (c.first[i] >= 0 ? s.n_draft : 0) - expect);
+      CHECK(runs[2 * i + 1] == (c.verify[i] ? s.n_draft : 0) - expect);
     }
   }
   CHECK(items > 500);
@@ -50,7 +52,7 @@ TEST_CASE("accepted runs: the shift moves the rows inside shifted sequences and 
     std::vector<int32_t> runs(2 * c.seqs.size());
     for (size_t i = 0; i < runs.size(); ++i) runs[i] = static_cast<int32_t>(3 * i + 1);  // distinct counts
     std::vector<SeqDesc> seqs = c.later;
-    std::vector<int32_t> rows = c.out_rows;
+    std::vector<int32_t> rows = c.later_rows;
     ShiftArgs a;
     a.seqs = seqs.data();
     a.n_seqs = static_cast<int32_t>(seqs.size());
@@ -66,11 +68,11 @@ TEST_CASE("accepted runs: the shift moves the rows inside shifted sequences and 
       CHECK(seqs[i].row0 == c.later[i].row0);
     }
     for (size_t o = 0; o < rows.size(); ++o) {
-      int32_t expect = c.out_rows[o];
+      int32_t expect = c.later_rows[o];
       for (size_t i = 0; i < seqs.size(); ++i) {
         const SeqDesc& s = c.later[i];
-        if (c.out_rows[o] >= s.row0 && c.out_rows[o] < s.row0 + s.n_tokens && c.from[2 * i] >= 0) {
-          expect = c.out_rows[o] + runs[2 * static_cast<size_t>(c.from[2 * i])];
+        if (c.later_rows[o] >= s.row0 && c.later_rows[o] < s.row0 + s.n_tokens && c.from[2 * i] >= 0) {
+          expect = c.later_rows[o] + runs[2 * static_cast<size_t>(c.from[2 * i])];
         }
       }
       CHECK(rows[o] == expect);

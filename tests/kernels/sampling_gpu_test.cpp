@@ -946,20 +946,23 @@ TEST_CASE("sampling gpu: the accepted-runs walk and shift equal their references
       g->upload(v.data());
       return g;
     };
-    const auto dseqs = up(c.seqs), dfirst = up(c.first), dtokens = up(c.tokens), dout = up(c.token_out),
-               dstatus = up(c.status), dlater = up(c.later), drows = up(c.out_rows), dfrom = up(c.from);
+    const auto dseqs = up(c.seqs), dvrows = up(c.out_rows), dparams = up(c.rows), dtokens = up(c.tokens),
+               dout = up(c.token_out), dstatus = up(c.status), dlater = up(c.later), drows = up(c.later_rows),
+               dfrom = up(c.from);
     Guarded druns(2 * c.seqs.size() * 4);
     druns.fill(kPoisonByte);
     CUDA_REQUIRE(cudaDeviceSynchronize());
     std::vector<int32_t> runs(2 * c.seqs.size());
-    WalkArgs w{c.seqs.data(), n_seqs, c.first.data(), c.tokens.data(), c.token_out.data(), c.status.data(), runs.data()};
+    const auto n_out = static_cast<int32_t>(c.out_rows.size());
+    WalkArgs w{c.seqs.data(), n_seqs, c.out_rows.data(), c.rows.data(), n_out, c.tokens.data(), c.token_out.data(),
+               c.status.data(), runs.data()};
     walk_ref(w);
     std::vector<SeqDesc> later = c.later;
-    std::vector<int32_t> rows = c.out_rows;
+    std::vector<int32_t> rows = c.later_rows;
     ShiftArgs sh{later.data(), n_seqs, rows.data(), static_cast<int32_t>(rows.size()), c.from.data(), runs.data()};
     shift_ref(sh);
-    w = {dseqs->as<SeqDesc>(), n_seqs, dfirst->as<int32_t>(), dtokens->as<int32_t>(), dout->as<int32_t>(),
-         dstatus->as<int32_t>(), druns.as<int32_t>()};
+    w = {dseqs->as<SeqDesc>(), n_seqs, dvrows->as<int32_t>(), dparams->as<RowParams>(), n_out, dtokens->as<int32_t>(),
+         dout->as<int32_t>(), dstatus->as<int32_t>(), druns.as<int32_t>()};
     REQUIRE(walk(w, stream.s).ok());
     sh = {dlater->as<SeqDesc>(), n_seqs, drows->as<int32_t>(), static_cast<int32_t>(rows.size()), dfrom->as<int32_t>(),
           druns.as<int32_t>()};

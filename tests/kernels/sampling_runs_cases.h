@@ -14,12 +14,14 @@
 namespace voltserve::test {
 
 struct RunsCase {
-  // The verify step: every token row is an output row (first[i] = row0 of a verify item).
+  // The verify step: every token row is an output row, in order; a verify item's rows but its last judge drafts.
   std::vector<kernels::SeqDesc> seqs;
-  std::vector<int32_t> first, tokens, token_out, status;
+  std::vector<int32_t> out_rows, tokens, token_out, status;
+  std::vector<kernels::sampling::RowParams> rows;
+  std::vector<bool> verify;  // per sequence
   // The later step: its sequences (n_past to be moved), output rows and shifts.
   std::vector<kernels::SeqDesc> later;
-  std::vector<int32_t> out_rows, from;
+  std::vector<int32_t> later_rows, from;
 };
 
 inline RunsCase random_runs_case(uint64_t seed) {
@@ -36,7 +38,7 @@ inline RunsCase random_runs_case(uint64_t seed) {
     s.row0 = row;
     s.n_past = below(1000);
     c.seqs.push_back(s);
-    c.first.push_back(verify ? row : -1);
+    c.verify.push_back(verify);
     const int32_t accept = below(s.n_draft + 1);
     for (int32_t t = 0; t < s.n_tokens; ++t) {
       c.tokens.push_back(below(50));
@@ -46,6 +48,10 @@ inline RunsCase random_runs_case(uint64_t seed) {
     for (int32_t t = 0; t < s.n_tokens; ++t) {
       const int32_t next = t + 1 < s.n_tokens ? c.tokens[static_cast<size_t>(row + t + 1)] : below(50);
       c.token_out.push_back(t < accept || below(3) == 0 ? next : below(50));
+      c.out_rows.push_back(row + t);
+      kernels::sampling::RowParams p;
+      p.draft = verify && t < s.n_draft ? next : -1;
+      c.rows.push_back(p);
     }
     row += s.n_tokens;
   }
@@ -58,7 +64,7 @@ inline RunsCase random_runs_case(uint64_t seed) {
     s.row0 = later_row;
     s.n_tokens = 1 + below(4);
     s.n_past = 100 + below(1000);
-    if (below(2) == 0) c.out_rows.push_back(s.row0 + below(s.n_tokens));
+    if (below(2) == 0) c.later_rows.push_back(s.row0 + below(s.n_tokens));
     later_row += s.n_tokens;
     c.from.push_back(below(3) == 0 ? -1 : below(n_seqs));
     c.from.push_back(below(3) == 0 ? -1 : below(n_seqs));

@@ -440,9 +440,8 @@ class CudaBackend final : public Backend {
   int32_t* d_status_ = nullptr;
   int32_t* d_nan_index_ = nullptr;
   kernels::gdn::Commit* d_commit_ = nullptr;
-  // Accepted runs (kernels/sampling/accepted_runs.h): per sequence of a step with verify items, its first output row
-  // (uploaded) and what the walk at its end leaves for later steps; a later step's StepBatch::shift_from.
-  int32_t* d_walk_first_ = nullptr;
+  // Accepted runs (kernels/sampling/accepted_runs.h): what the walk at the end of a step with verify items leaves for
+  // later steps, and a later step's StepBatch::shift_from.
   int32_t* d_runs_ = nullptr;
   int32_t* d_shift_from_ = nullptr;
   std::vector<kernels::gdn::State> commit_states_;  // gdn_commit's layers, reused round to round
@@ -467,7 +466,6 @@ class CudaBackend final : public Backend {
   int32_t max_context_ = 0;
   std::vector<kernels::sampling::RowParams> row_params_;
   std::vector<int32_t> out_rows_;
-  std::vector<int32_t> walk_first_;  // d_walk_first_'s contents
   PinnedBuffer h_results_;    // token, logprob, top ids, top logprobs, status, nan index of every output row
   // Deferred steps (end_step_deferred): per step, the sampled ids and then the statuses of its output rows, in
   // slots of max_tokens each; deferred_rows_ holds each kept step's row count.
@@ -648,7 +646,6 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(d_status_, static_cast<size_t>(T), "row status"));
   VS_RETURN_IF_ERROR(take(d_nan_index_, static_cast<size_t>(T), "row NaN index"));
   VS_RETURN_IF_ERROR(take(d_commit_, 1, "GDN commit"));
-  VS_RETURN_IF_ERROR(take(d_walk_first_, static_cast<size_t>(limits.max_seqs), "verify items' first rows"));
   VS_RETURN_IF_ERROR(take(d_runs_, 2 * static_cast<size_t>(limits.max_seqs), "accepted runs"));
   VS_RETURN_IF_ERROR(take(d_shift_from_, 2 * static_cast<size_t>(limits.max_seqs), "step shifts"));
   penalties_.vocab = limits.vocab_size;
@@ -768,10 +765,6 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   VS_RETURN_IF_ERROR(up(d_row_params_, row_params_.data(), row_params_.size() * sizeof(kernels::sampling::RowParams)));
   VS_RETURN_IF_ERROR(up(d_bias_ids_, batch.bias_ids.data(), batch.bias_ids.size() * sizeof(int32_t)));
   VS_RETURN_IF_ERROR(up(d_bias_values_, batch.bias_values.data(), batch.bias_values.size() * sizeof(float)));
-  if (!verify_items_.empty()) {
-    walk_first_ = cuda::verify_firsts(batch, verify_items_);
-    VS_RETURN_IF_ERROR(up(d_walk_first_, walk_first_.data(), walk_first_.size() * sizeof(int32_t)));
-  }
   VS_RETURN_IF_ERROR(up(d_shift_from_, batch.shift_from.data(), batch.shift_from.size() * sizeof(int32_t)));
   // The token masks come later (end_step publishes them once the step is launched); their ticket goes up now.
   if (!batch.masks.empty()) {
@@ -1423,7 +1416,9 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
     kernels::sampling::WalkArgs w;
     w.seqs = d_seqs_;
     w.n_seqs = static_cast<int32_t>(batch_->seqs.size());
-    w.first = d_walk_first_;
+    w.out_rows = d_out_rows_;
+    w.rows = d_row_params_;
+    w.n_out = static_cast<int32_t>(batch_->outputs.size());
     w.tokens = d_tokens_;
     w.token_out = d_token_out_;
     w.status = d_status_;

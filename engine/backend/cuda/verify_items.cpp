@@ -35,12 +35,6 @@ Result<std::vector<VerifyItem>> verify_items(const StepBatch& batch) {
   return items;
 }
 
-std::vector<int32_t> verify_firsts(const StepBatch& batch, const std::vector<VerifyItem>& items) {
-  std::vector<int32_t> first(batch.seqs.size(), -1);
-  for (const VerifyItem& it : items) first[static_cast<size_t>(it.seq - batch.seqs.data())] = static_cast<int32_t>(it.first);
-  return first;
-}
-
 std::vector<int32_t> accept_judged_items(const std::vector<VerifyItem>& items, const StepBatch& batch,
                                          StepResult& result) {
   std::vector<int32_t> accepted;

@@ -26,9 +26,6 @@ struct VerifyItem {
 
 // The step's verify items, in output order; an error when accept rows are not whole items.
 Result<std::vector<VerifyItem>> verify_items(const StepBatch& batch);
-// Per sequence of the batch: the output index of its verify item's first row, -1 where it is none
-// (kernels::sampling::WalkArgs::first).
-std::vector<int32_t> verify_firsts(const StepBatch& batch, const std::vector<VerifyItem>& items);
 
 // result.rows holds the sampler's token and status of each row of the items; the walk (accept_judged_rows)
 // truncates them to the accepted run (rows past it: token -1, kRowNotReached, no logprobs). Returns each item's
