@@ -15,7 +15,6 @@ void StepBatch::clear() {
   masks.clear();
   mask_words = 0;
   complete_masks = nullptr;
-  shift_from.clear();
 }
 
 void Backend::note_judged_step(const StepBatch& batch) {
@@ -27,30 +26,32 @@ void Backend::note_judged_step(const StepBatch& batch) {
 }
 
 Status Backend::check_shifts(const StepBatch& batch, std::string_view backend) const {
-  if (batch.shift_from.empty()) return Status::ok();
-  const std::string where = std::string(backend) + " backend: shift_from ";
-  if (batch.shift_from.size() != 2 * batch.seqs.size()) {
-    return internal_error(where + "has " + std::to_string(batch.shift_from.size()) + " entries, not two per sequence");
-  }
+  const std::string where = std::string(backend) + " backend: sequence ";
   const auto n_judged = static_cast<int32_t>(judged_drafts_.size());
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const kernels::SeqDesc& s = batch.seqs[i];
-    const int32_t rows = batch.shift_from[2 * i], past = batch.shift_from[2 * i + 1];
-    if (rows < -1 || rows >= n_judged || past < -1 || past >= n_judged) {
-      return internal_error(where + "names a sequence outside the " + std::to_string(n_judged) +
-                            " of the last step with verify items");
+    if (s.shift_rows < -1 || s.shift_rows >= n_judged || s.shift_past < -1 || s.shift_past >= n_judged) {
+      return internal_error(where + std::to_string(i) + " shifts by a sequence outside the " +
+                            std::to_string(n_judged) + " of the last step with verify items");
     }
-    if (past >= 0 && s.n_past < judged_drafts_[static_cast<size_t>(past)]) {
-      return internal_error(where + "may move sequence " + std::to_string(i) + "'s n_past below 0");
+    if (s.shift_past >= 0 && s.n_past < judged_drafts_[static_cast<size_t>(s.shift_past)]) {
+      return internal_error(where + std::to_string(i) + " may move its n_past below 0");
     }
-    if (rows < 0) continue;
+    if (s.shift_rows < 0) continue;
+    const int32_t most = judged_drafts_[static_cast<size_t>(s.shift_rows)];
     for (const OutputRow& o : batch.outputs) {
-      if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens && o.row + judged_drafts_[static_cast<size_t>(rows)] >= s.row0 + s.n_tokens) {
-        return internal_error(where + "may move output row " + std::to_string(o.row) + " out of its sequence");
+      if (o.row >= s.row0 && o.row < s.row0 + s.n_tokens && o.row + most >= s.row0 + s.n_tokens) {
+        return internal_error(where + std::to_string(i) + " may move output row " + std::to_string(o.row) +
+                              " out of its rows");
       }
     }
   }
   return Status::ok();
+}
+
+bool has_shifts(const StepBatch& batch) {
+  return std::any_of(batch.seqs.begin(), batch.seqs.end(),
+                     [](const kernels::SeqDesc& s) { return s.shift_rows >= 0 || s.shift_past >= 0; });
 }
 
 bool penalized(const kernels::sampling::RowParams& row) {

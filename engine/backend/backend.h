@@ -164,14 +164,6 @@ struct StepBatch {
   std::vector<uint32_t> masks;
   int32_t mask_words = 0;
   std::function<void()> complete_masks;
-  // Speculative rounds without a host wait after the verify step (kernels/sampling/accepted_runs.h): empty, or per
-  // sequence a pair (rows from, n_past from) of sequence indices of the last step that had verify items (-1: none).
-  // That step's accepted runs stay in backend memory; this step's output rows inside sequence i move forward by the
-  // drafts accepted in sequence `rows from`, and its n_past moves back by the drafts rejected in sequence `n_past
-  // from`. A step planned for the longest runs (the MTP head's passes after a deferred verify step) so follows the
-  // actual ones. Checked against the verify step's draft counts: a moved row stays inside its sequence's rows and
-  // n_past stays >= 0 for every run.
-  std::vector<int32_t> shift_from;
   void clear();
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
 };
@@ -312,8 +304,13 @@ class Backend {
   virtual void lm_head_outputs(const PreparedLinear& head, const Tensor& hidden, Tensor& logits_ws) = 0;
 
  protected:
-  // begin_step's bookkeeping of StepBatch::shift_from: a step with verify items records its sequences' draft counts
-  // (0 for the others), which later steps' shifts index; check_shifts refuses a shift outside them.
+  // Speculative rounds without a host wait after the verify step (kernels/sampling/accepted_runs.h): the accepted
+  // runs of the last step with verify items stay in backend memory, and a later step's sequence with
+  // SeqDesc::shift_rows / shift_past >= 0 moves its output rows forward by the drafts accepted in that sequence of
+  // the verify step, or its n_past back by the drafts rejected there — a step planned for the longest runs (the MTP
+  // head's passes after a deferred verify step) so follows the actual ones. begin_step's bookkeeping: a step with
+  // verify items records its sequences' draft counts (0 for the others); check_shifts refuses a shift naming a
+  // sequence outside them, or one that could move a row out of its sequence or n_past below 0.
   void note_judged_step(const StepBatch& batch);
   Status check_shifts(const StepBatch& batch, std::string_view backend) const;
 
@@ -324,6 +321,8 @@ class Backend {
 // Whether a row's sampling parameters apply penalties (presence, frequency or repetition), whose counts of accepted
 // drafts the host adds after a verify step (so such a verify step is not deferred).
 bool penalized(const kernels::sampling::RowParams& row);
+// Whether a sequence of the step moves by accepted runs (SeqDesc::shift_rows / shift_past).
+bool has_shifts(const StepBatch& batch);
 
 // Runs one step — `once()` calls begin_step, the ops and end_step — again while the backend asks for it
 // (Backend::rerun_step; a graph-replaying backend asks at most twice in a row).

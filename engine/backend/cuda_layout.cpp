@@ -126,7 +126,6 @@ std::vector<NamedBytes> step_buffers(const StepLimits& limits) {
       {"row NaN index", bytes(T, sizeof(int32_t))},
       {"GDN commit", bytes(1, sizeof(kernels::gdn::Commit))},
       {"accepted runs", bytes(2 * static_cast<int64_t>(limits.max_seqs), sizeof(int32_t))},
-      {"step shifts", bytes(2 * static_cast<int64_t>(limits.max_seqs), sizeof(int32_t))},
       {"penalty counts", bytes(static_cast<int64_t>(limits.n_slots) * limits.vocab_size, sizeof(int32_t))},
       {"penalty prompt bits", bytes(static_cast<int64_t>(limits.n_slots) * words, sizeof(uint32_t))},
   };

@@ -28,7 +28,7 @@ std::optional<std::vector<int64_t>> step_graph_shape(const StepBatch& batch, int
     shape.push_back(o.row);
     shape.push_back(o.flags);
   }
-  shape.push_back(batch.shift_from.empty() ? 0 : 1);  // the shift kernel is in the graph (its pairs are uploaded)
+  shape.push_back(has_shifts(batch) ? 1 : 0);  // the shift kernel is in the graph
   return shape;
 }
 

@@ -120,13 +120,10 @@ Status MtpDrafter::run_chain(const StepBatch& batch, bool shift) {
       m.row0 = static_cast<int32_t>(j);
       m.n_tokens = d.n_draft >= step ? 1 : 0;
       m.n_past = d.position + step - 1;
+      if (shift) m.shift_past = d.seq;
       b.seqs.push_back(m);
       b.tokens.push_back(0);  // a placeholder: the pass embeds the previous pass's sample of row j
       b.outputs.push_back(greedy_row(static_cast<int32_t>(j)));
-      if (shift) {
-        b.shift_from.push_back(-1);
-        b.shift_from.push_back(d.seq);
-      }
     }
     const Tensor hidden = head_->output_hidden(static_cast<int64_t>(drafting_.size()));
     VS_RETURN_IF_ERROR(head_->forward(b, hidden, MtpHead::Input::kDraftHidden, cache_, page_size_, pass_result_, chained));
@@ -164,9 +161,8 @@ Status MtpDrafter::run_after_deferred(const StepRequest& request, const StepBatc
     const SeqStep& s = request.seqs[i];
     kernels::SeqDesc m = pass_seq(batch.seqs[i]);
     if (!s.mtp) m.n_tokens = 0;
+    if (s.mtp) m.shift_rows = static_cast<int32_t>(i);
     b.seqs.push_back(m);
-    b.shift_from.push_back(s.mtp ? static_cast<int32_t>(i) : -1);
-    b.shift_from.push_back(-1);
     if (s.mtp && s.n_draft > 0) {
       drafting_.push_back({static_cast<int32_t>(i), -1, m.n_past + m.n_tokens - 1, s.n_draft});
       b.outputs.push_back(greedy_row(m.row0));

@@ -7,7 +7,7 @@
 // vocabulary (or a draft vocabulary). The passes are steps of their own on the backend, deferred and chained on the
 // device (MtpPass): the host plans them all up front and waits once, for the whole chain. After a verify step that
 // was deferred too (run_after_deferred), the passes are planned for each item's longest accepted run and moved by
-// the actual one on the device (StepBatch::shift_from): the first pass embeds the tokens the verify step emitted and
+// the actual one on the device (SeqDesc::shift_rows / shift_past): the first pass embeds the tokens the verify step emitted and
 // drafts from the row its accepted run ends at, the chain continues at the position after it — one host wait a
 // round. Tested in tests/golden/speculative_test.cpp (and the chain against tools/mtp.py's in
 // tests/support/mtp_reference.h).

@@ -20,8 +20,13 @@ struct SeqDesc {
   // Speculative decoding: the last n_draft tokens are drafts under verification. They are not counted into the
   // sampling penalty state when the step begins; the acceptance (sampling/accept.h) counts the accepted ones.
   int32_t n_draft = 0;
+  // Speculative rounds without a host wait (sampling/accepted_runs.h): >= 0, a sequence of the last step with verify
+  // items whose accepted run, kept on the device, moves this sequence's output rows forward by its accepted drafts
+  // (shift_rows) or its n_past back by its rejected drafts (shift_past); -1: none.
+  int32_t shift_rows = -1;
+  int32_t shift_past = -1;
 };
-static_assert(sizeof(SeqDesc) == 32, "SeqDesc is uploaded as raw bytes");
+static_assert(sizeof(SeqDesc) == 40, "SeqDesc is uploaded as raw bytes");
 
 // Page of position `pos` of a sequence: page_table[seq.page_offset + pos / page_size]; row in a paged cache
 // [n_pages * page_size, width]: page * page_size + pos % page_size.

@@ -38,12 +38,12 @@ __global__ void shift_kernel(const ShiftArgs a) {
     const int32_t row = a.out_rows[o];
     for (int32_t i = 0; i < a.n_seqs; ++i) {
       const SeqDesc& s = a.seqs[i];
-      if (a.from[2 * i] >= 0 && row >= s.row0 && row < s.row0 + s.n_tokens) a.out_rows[o] = row + a.runs[2 * a.from[2 * i]];
+      if (s.shift_rows >= 0 && row >= s.row0 && row < s.row0 + s.n_tokens) a.out_rows[o] = row + a.runs[2 * s.shift_rows];
     }
   }
   __syncthreads();  // every thread has read the rows' sequences before n_past changes (row0 and n_tokens do not)
   for (int32_t i = threadIdx.x; i < a.n_seqs; i += blockDim.x) {
-    if (a.from[2 * i + 1] >= 0) a.seqs[i].n_past -= a.runs[2 * a.from[2 * i + 1] + 1];
+    if (a.seqs[i].shift_past >= 0) a.seqs[i].n_past -= a.runs[2 * a.seqs[i].shift_past + 1];
   }
 }
 
@@ -64,7 +64,7 @@ KernelStatus walk(const WalkArgs& a, void* stream) {
 KernelStatus shift(const ShiftArgs& a, void* stream) {
   if (a.n_seqs < 0 || a.n_out < 0) return VS_KERNEL_FAIL(kBadShape, "shift: n_seqs and n_out must be >= 0");
   if (a.n_seqs == 0) return KernelStatus::Ok();
-  if (a.seqs == nullptr || a.from == nullptr || a.runs == nullptr || (a.out_rows == nullptr && a.n_out > 0)) {
+  if (a.seqs == nullptr || a.runs == nullptr || (a.out_rows == nullptr && a.n_out > 0)) {
     return VS_KERNEL_FAIL(kBadArgument, "shift: a pointer is null");
   }
   shift_kernel<<<1, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a);

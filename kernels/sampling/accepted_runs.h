@@ -7,10 +7,10 @@
 // (accept_judged_rows over token / status rows [first, first + k], drafts = the step's tokens after the item's
 // first, `first` the output row of the item's first token that judges a draft: RowParams::draft >= 0): runs[2 i] =
 // a, runs[2 i + 1] = k - a, the drafts it rejected; (0, 0) for a sequence that is not a verify item (k = 0).
-// shift: per sequence i of a later step with from[2 i] >= 0, each output row inside the sequence's rows moves
-// forward by runs[2 from[2 i]] (the accepted drafts); with from[2 i + 1] >= 0 its n_past moves back by
-// runs[2 from[2 i + 1] + 1] (the rejected drafts). Output rows are matched to sequences by their rows before the
-// shift. Indices into runs are checked on the host (n_runs).
+// shift: per sequence i of a later step with seqs[i].shift_rows >= 0, each output row inside the sequence's rows
+// moves forward by runs[2 shift_rows] (the accepted drafts); with shift_past >= 0 its n_past moves back by
+// runs[2 shift_past + 1] (the rejected drafts). Output rows are matched to sequences by their rows. The indices
+// into runs are checked on the host.
 // References in accepted_runs_ref.cpp (the CPU backend's); tested in tests/kernels/sampling_accepted_runs_test.cpp
 // and, on the device, tests/kernels/sampling_gpu_test.cpp.
 #pragma once
@@ -40,7 +40,6 @@ struct ShiftArgs {
   int32_t n_seqs = 0;
   int32_t* out_rows = nullptr;  // the later step's output rows (written)
   int32_t n_out = 0;
-  const int32_t* from = nullptr;  // [2 n_seqs]: (rows from, n_past from) sequence indices of the verify step, or -1
   const int32_t* runs = nullptr;  // the walk's result
 };
 

@@ -35,11 +35,11 @@ void shift_ref(const ShiftArgs& a) {
     const int32_t row = a.out_rows[o];
     for (int32_t i = 0; i < a.n_seqs; ++i) {
       const SeqDesc& s = a.seqs[i];
-      if (a.from[2 * i] >= 0 && row >= s.row0 && row < s.row0 + s.n_tokens) a.out_rows[o] = row + a.runs[2 * a.from[2 * i]];
+      if (s.shift_rows >= 0 && row >= s.row0 && row < s.row0 + s.n_tokens) a.out_rows[o] = row + a.runs[2 * s.shift_rows];
     }
   }
   for (int32_t i = 0; i < a.n_seqs; ++i) {
-    if (a.from[2 * i + 1] >= 0) a.seqs[i].n_past -= a.runs[2 * a.from[2 * i + 1] + 1];
+    if (a.seqs[i].shift_past >= 0) a.seqs[i].n_past -= a.runs[2 * a.seqs[i].shift_past + 1];
   }
 }
 

@@ -217,7 +217,7 @@ TEST_CASE("Cheaper drafting (a draft vocabulary, an NVFP4 MTP layer) keeps greed
 TEST_CASE("Rounds whose MTP passes follow the verify step on the device draft what host-fed rounds draft",
           "[golden]") {
   // ModelOptions::device_rounds: the verify step is deferred and the MTP passes are planned for the longest accepted
-  // run, then moved by the actual one (StepBatch::shift_from). Every request must get the same tokens and the same
+  // run, then moved by the actual one (SeqDesc::shift_rows / shift_past). Every request must get the same tokens and the same
   // drafts as with the host reading the verify step first: same draft and accept counts per request and per draft
   // position. Greedy and seeded sampled requests take the device path; penalized ones (and logprobs) fall back.
   // Each request runs alone, so that both engines plan the same steps (with several in flight, which steps a request

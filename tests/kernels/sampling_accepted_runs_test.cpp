@@ -58,12 +58,11 @@ TEST_CASE("accepted runs: the shift moves the rows inside shifted sequences and 
     a.n_seqs = static_cast<int32_t>(seqs.size());
     a.out_rows = rows.data();
     a.n_out = static_cast<int32_t>(rows.size());
-    a.from = c.from.data();
     a.runs = runs.data();
     shift_ref(a);
     INFO("seed " << seed);
     for (size_t i = 0; i < seqs.size(); ++i) {
-      const int32_t f = c.from[2 * i + 1];
+      const int32_t f = c.later[i].shift_past;
       CHECK(seqs[i].n_past == c.later[i].n_past - (f >= 0 ? runs[2 * static_cast<size_t>(f) + 1] : 0));
       CHECK(seqs[i].row0 == c.later[i].row0);
     }
@@ -71,8 +70,8 @@ TEST_CASE("accepted runs: the shift moves the rows inside shifted sequences and 
       int32_t expect = c.later_rows[o];
       for (size_t i = 0; i < seqs.size(); ++i) {
         const SeqDesc& s = c.later[i];
-        if (c.later_rows[o] >= s.row0 && c.later_rows[o] < s.row0 + s.n_tokens && c.from[2 * i] >= 0) {
-          expect = c.later_rows[o] + runs[2 * static_cast<size_t>(c.from[2 * i])];
+        if (c.later_rows[o] >= s.row0 && c.later_rows[o] < s.row0 + s.n_tokens && s.shift_rows >= 0) {
+          expect = c.later_rows[o] + runs[2 * static_cast<size_t>(s.shift_rows)];
         }
       }
       CHECK(rows[o] == expect);

@@ -947,8 +947,7 @@ TEST_CASE("sampling gpu: the accepted-runs walk and shift equal their references
       return g;
     };
     const auto dseqs = up(c.seqs), dvrows = up(c.out_rows), dparams = up(c.rows), dtokens = up(c.tokens),
-               dout = up(c.token_out), dstatus = up(c.status), dlater = up(c.later), drows = up(c.later_rows),
-               dfrom = up(c.from);
+               dout = up(c.token_out), dstatus = up(c.status), dlater = up(c.later), drows = up(c.later_rows);
     Guarded druns(2 * c.seqs.size() * 4);
     druns.fill(kPoisonByte);
     CUDA_REQUIRE(cudaDeviceSynchronize());
@@ -959,13 +958,12 @@ TEST_CASE("sampling gpu: the accepted-runs walk and shift equal their references
     walk_ref(w);
     std::vector<SeqDesc> later = c.later;
     std::vector<int32_t> rows = c.later_rows;
-    ShiftArgs sh{later.data(), n_seqs, rows.data(), static_cast<int32_t>(rows.size()), c.from.data(), runs.data()};
+    ShiftArgs sh{later.data(), n_seqs, rows.data(), static_cast<int32_t>(rows.size()), runs.data()};
     shift_ref(sh);
     w = {dseqs->as<SeqDesc>(), n_seqs, dvrows->as<int32_t>(), dparams->as<RowParams>(), n_out, dtokens->as<int32_t>(),
          dout->as<int32_t>(), dstatus->as<int32_t>(), druns.as<int32_t>()};
     REQUIRE(walk(w, stream.s).ok());
-    sh = {dlater->as<SeqDesc>(), n_seqs, drows->as<int32_t>(), static_cast<int32_t>(rows.size()), dfrom->as<int32_t>(),
-          druns.as<int32_t>()};
+    sh = {dlater->as<SeqDesc>(), n_seqs, drows->as<int32_t>(), static_cast<int32_t>(rows.size()), druns.as<int32_t>()};
     REQUIRE(shift(sh, stream.s).ok());
     CUDA_REQUIRE(cudaStreamSynchronize(stream.s));
     bool guards = true;

@@ -19,9 +19,9 @@ struct RunsCase {
   std::vector<int32_t> out_rows, tokens, token_out, status;
   std::vector<kernels::sampling::RowParams> rows;
   std::vector<bool> verify;  // per sequence
-  // The later step: its sequences (n_past to be moved), output rows and shifts.
+  // The later step: its sequences (n_past to be moved, their shifts), output rows.
   std::vector<kernels::SeqDesc> later;
-  std::vector<int32_t> later_rows, from;
+  std::vector<int32_t> later_rows;
 };
 
 inline RunsCase random_runs_case(uint64_t seed) {
@@ -66,8 +66,8 @@ inline RunsCase random_runs_case(uint64_t seed) {
     s.n_past = 100 + below(1000);
     if (below(2) == 0) c.later_rows.push_back(s.row0 + below(s.n_tokens));
     later_row += s.n_tokens;
-    c.from.push_back(below(3) == 0 ? -1 : below(n_seqs));
-    c.from.push_back(below(3) == 0 ? -1 : below(n_seqs));
+    s.shift_rows = below(3) == 0 ? -1 : below(n_seqs);
+    s.shift_past = below(3) == 0 ? -1 : below(n_seqs);
   }
   return c;
 }

@@ -177,7 +177,7 @@ Status CpuBackend::begin_step(const StepBatch& batch) {
   }
   VS_RETURN_IF_ERROR(check_shifts(batch, "cpu"));
   batch_ = &batch;
-  if (!batch.shift_from.empty()) {
+  if (has_shifts(batch)) {
     shifted_ = batch;
     std::vector<int32_t> rows(batch.outputs.size());
     for (size_t i = 0; i < rows.size(); ++i) rows[i] = batch.outputs[i].row;
@@ -186,7 +186,6 @@ Status CpuBackend::begin_step(const StepBatch& batch) {
     a.n_seqs = static_cast<int32_t>(shifted_.seqs.size());
     a.out_rows = rows.data();
     a.n_out = static_cast<int32_t>(rows.size());
-    a.from = batch.shift_from.data();
     a.runs = runs_.data();
     kernels::sampling::shift_ref(a);
     for (size_t i = 0; i < rows.size(); ++i) shifted_.outputs[i].row = rows[i];

@@ -87,7 +87,7 @@ class CpuBackend final : public Backend {
   const StepBatch* batch_ = nullptr;
   std::vector<int32_t> previous_samples_;
   // The accepted runs of the last step with verify items (kernels/sampling/accepted_runs.h), and the current step
-  // with its shifts applied (StepBatch::shift_from; batch_ then points here).
+  // with its shifts applied (SeqDesc::shift_rows / shift_past; batch_ then points here).
   std::vector<int32_t> runs_;
   StepBatch shifted_;
   Status step_status_;

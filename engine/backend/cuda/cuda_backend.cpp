@@ -441,9 +441,8 @@ class CudaBackend final : public Backend {
   int32_t* d_nan_index_ = nullptr;
   kernels::gdn::Commit* d_commit_ = nullptr;
   // Accepted runs (kernels/sampling/accepted_runs.h): what the walk at the end of a step with verify items leaves for
-  // later steps, and a later step's StepBatch::shift_from.
+  // later steps' shifts (SeqDesc::shift_rows / shift_past).
   int32_t* d_runs_ = nullptr;
-  int32_t* d_shift_from_ = nullptr;
   std::vector<kernels::gdn::State> commit_states_;  // gdn_commit's layers, reused round to round
   kernels::sampling::PenaltyState penalties_;
 
@@ -647,7 +646,6 @@ Status CudaBackend::configure(const StepLimits& limits) {
   VS_RETURN_IF_ERROR(take(d_nan_index_, static_cast<size_t>(T), "row NaN index"));
   VS_RETURN_IF_ERROR(take(d_commit_, 1, "GDN commit"));
   VS_RETURN_IF_ERROR(take(d_runs_, 2 * static_cast<size_t>(limits.max_seqs), "accepted runs"));
-  VS_RETURN_IF_ERROR(take(d_shift_from_, 2 * static_cast<size_t>(limits.max_seqs), "step shifts"));
   penalties_.vocab = limits.vocab_size;
   penalties_.n_slots = limits.n_slots;
   VS_RETURN_IF_ERROR(take(penalties_.counts, static_cast<size_t>(limits.n_slots) * limits.vocab_size, "penalty counts"));
@@ -765,7 +763,6 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
   VS_RETURN_IF_ERROR(up(d_row_params_, row_params_.data(), row_params_.size() * sizeof(kernels::sampling::RowParams)));
   VS_RETURN_IF_ERROR(up(d_bias_ids_, batch.bias_ids.data(), batch.bias_ids.size() * sizeof(int32_t)));
   VS_RETURN_IF_ERROR(up(d_bias_values_, batch.bias_values.data(), batch.bias_values.size() * sizeof(float)));
-  VS_RETURN_IF_ERROR(up(d_shift_from_, batch.shift_from.data(), batch.shift_from.size() * sizeof(int32_t)));
   // The token masks come later (end_step publishes them once the step is launched); their ticket goes up now.
   if (!batch.masks.empty()) {
     if (++mask_ticket_ == 0) ++mask_ticket_;  // 0 is what the hand-off words start as
@@ -795,13 +792,12 @@ Status CudaBackend::begin_step(const StepBatch& batch) {
       return kernel_status(s, "update_penalties");
     }
   }
-  if (!batch.shift_from.empty() && mode_ != StepMode::kProbe) {  // inside the graph: it reads the runs of the round
+  if (has_shifts(batch) && mode_ != StepMode::kProbe) {  // inside the graph: it reads the runs of the round
     kernels::sampling::ShiftArgs a;
     a.seqs = d_seqs_;
     a.n_seqs = static_cast<int32_t>(batch.seqs.size());
     a.out_rows = d_out_rows_;
     a.n_out = n_out;
-    a.from = d_shift_from_;
     a.runs = d_runs_;
     check(kernels::sampling::shift(a, stream_), "accepted runs shift");
   }
@@ -1412,7 +1408,7 @@ void CudaBackend::lm_head_outputs(const PreparedLinear& head_w, const Tensor& hi
       if (e != cudaSuccess) return fail(cuda::cuda_status(e, "cudaMemcpyAsync (step outputs)", __FILE__, __LINE__));
     }
   }
-  if (!verify_items_.empty()) {  // the accepted runs stay on the device for the steps after (StepBatch::shift_from)
+  if (!verify_items_.empty()) {  // the accepted runs stay on the device for the steps after (SeqDesc::shift_rows)
     kernels::sampling::WalkArgs w;
     w.seqs = d_seqs_;
     w.n_seqs = static_cast<int32_t>(batch_->seqs.size());
