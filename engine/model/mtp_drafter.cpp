@@ -160,8 +160,11 @@ Status MtpDrafter::run_after_deferred(const StepRequest& request, const StepBatc
   for (size_t i = 0; i < request.seqs.size(); ++i) {
     const SeqStep& s = request.seqs[i];
     kernels::SeqDesc m = pass_seq(batch.seqs[i]);
-    if (!s.mtp) m.n_tokens = 0;
-    if (s.mtp) m.shift_rows = static_cast<int32_t>(i);
+    if (s.mtp) {
+      m.shift_rows = static_cast<int32_t>(i);
+    } else {
+      m.n_tokens = 0;  // its rows are computed and ignored
+    }
     b.seqs.push_back(m);
     if (s.mtp && s.n_draft > 0) {
       drafting_.push_back({static_cast<int32_t>(i), -1, m.n_past + m.n_tokens - 1, s.n_draft});
