@@ -210,7 +210,9 @@ void run_decode(const EngineBenchArgs& a) {
     out["device_timeline"] = {{"steps", tl.steps},
                               {"busy_ms_per_step", 1e3 * tl.busy_seconds / static_cast<double>(tl.steps)},
                               {"gap_ms_per_step", 1e3 * tl.gap_seconds / static_cast<double>(tl.gaps)},
-                              {"gap_ms_total", 1e3 * tl.gap_seconds}};
+                              {"gap_ms_total", 1e3 * tl.gap_seconds},
+                              {"queued_gaps", tl.queued_gaps},
+                              {"queued_gap_ms_total", 1e3 * tl.queued_gap_seconds}};
   }
   if (a.speculative_k > 0) {
     // Each round drafts k and verifies k + 1; it emits its accepted drafts and one more token. round_ms: the decode
@@ -246,7 +248,11 @@ void run_decode(const EngineBenchArgs& a) {
       spec["commit_ms"] = 1e3 * ph.commit_seconds / n;
       spec["device_rounds"] = ph.device_rounds;  // of verify_steps: verify_ms is then the launch only
       // Every gap before a decode-sized step belongs to some round (a verify step, its MTP passes).
-      if (tl.gaps > 0) spec["device_gap_ms_per_round"] = 1e3 * tl.gap_seconds / n;
+      if (tl.gaps > 0) {
+        spec["device_gap_ms_per_round"] = 1e3 * tl.gap_seconds / n;
+        // Of it, the gaps before steps queued while the device was busy (no host wait before them): inside a round.
+        spec["device_queued_gap_ms_per_round"] = 1e3 * tl.queued_gap_seconds / n;
+      }
     }
     nlohmann::ordered_json at = nlohmann::ordered_json::object();
     for (double acc : {0.5, 0.6, 0.7, 0.8, 0.9}) {

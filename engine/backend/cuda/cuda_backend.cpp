@@ -254,6 +254,7 @@ class StepTimeline {
   // Before the step's first launch, and after its last (decode: at most kMaxGraphTokens token rows).
   void start(cudaStream_t stream) {
     if (!on_ || next_ - read_ >= kSlots - 1) return;
+    ring_[next_ % kSlots].after_wait = std::exchange(waited_, false);
     started_ = cudaEventRecord(ring_[next_ % kSlots].start, stream) == cudaSuccess;
   }
   void end(cudaStream_t stream, bool decode) {
@@ -265,6 +266,7 @@ class StepTimeline {
   }
   // After a wait for the device: every recorded pair is complete.
   void read() {
+    waited_ = true;
     for (; read_ < next_; ++read_) {
       const Slot& s = ring_[read_ % kSlots];
       float busy = 0.0f, gap = 0.0f;
@@ -274,6 +276,10 @@ class StepTimeline {
       if (read_ > 0 && cudaEventElapsedTime(&gap, ring_[(read_ - 1) % kSlots].end, s.start) == cudaSuccess) {
         ++totals_.gaps;
         totals_.gap_seconds += 1e-3 * gap;
+        if (!s.after_wait) {
+          ++totals_.queued_gaps;
+          totals_.queued_gap_seconds += 1e-3 * gap;
+        }
       }
     }
     cudaGetLastError();  // an unreadable pair is skipped, not a step error
@@ -286,12 +292,14 @@ class StepTimeline {
     cudaEvent_t start = nullptr;
     cudaEvent_t end = nullptr;
     bool decode = false;
+    bool after_wait = false;  // the host waited for the device between the step before and this one
   };
   std::array<Slot, kSlots> ring_{};
   uint64_t next_ = 0;  // pairs recorded
   uint64_t read_ = 0;  // pairs read
   bool on_ = false;
   bool started_ = false;
+  bool waited_ = true;  // a wait for the device since the last start()
   DeviceTimeline totals_;
 };
 

@@ -46,12 +46,17 @@ struct SpeculativePhaseTimes {
 // A device backend's timeline of its decode-sized steps (forward passes of at most 64 rows: decode, verify, MTP
 // passes), from events around each step's launches (CUDA; zero elsewhere, and with op timing on): the device's time
 // from a step's first launch to its last kernel's end, and the time before it since the previous step's end — that
-// step's downloads, this one's uploads, and whatever the host took to plan and launch it.
+// step's downloads, this one's uploads, and whatever the host took to plan and launch it. The gaps before steps
+// launched with no host wait since the step before them (queued while the device was busy: the MTP passes of a
+// round, a verify step's passes with ModelOptions::device_rounds) are also counted apart: the device's own cost
+// between steps, with no host time in it.
 struct DeviceTimeline {
   uint64_t steps = 0;  // decode-sized steps timed
   double busy_seconds = 0.0;
   uint64_t gaps = 0;  // ... of them timed after another step
   double gap_seconds = 0.0;
+  uint64_t queued_gaps = 0;  // ... of those with no host wait since the step before
+  double queued_gap_seconds = 0.0;
 };
 
 struct ModelOptions {
