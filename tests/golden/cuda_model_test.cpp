@@ -167,6 +167,30 @@ std::unique_ptr<Qwen35Runner> decode_runner(bool graphs, int32_t max_context) {
   return std::move(r).value();
 }
 
+// A request's tokens and final event, run alone on the engine (the call returns when it finished).
+struct Out {
+  std::vector<int32_t> tokens;
+  Event final_event;
+};
+Out run_request(Engine& engine, const Request& r) {
+  std::mutex mu;
+  std::condition_variable cv;
+  Out out;
+  bool done = false;
+  REQUIRE(engine.submit(r, [&](Event ev) {
+                  std::lock_guard lk(mu);
+                  out.tokens.insert(out.tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
+                  if (ev.finished) {
+                    out.final_event = std::move(ev);
+                    done = true;
+                    cv.notify_all();
+                  }
+                }).is_ok());
+  std::unique_lock lk(mu);
+  cv.wait(lk, [&] { return done; });
+  return out;
+}
+
 const std::vector<std::string> kFixtures = {"tiny-tied", "tiny-untied-sharded", "tiny-mm", "tiny-chat",
                                             "tiny-modelopt-nvfp4-mixed", "tiny-ct-nvfp4"};
 
@@ -742,28 +766,7 @@ TEST_CASE("CUDA: speculative greedy output equals plain greedy decoding on the M
     auto engine = Engine::load(mo, ec);
     REQUIRE(engine.is_ok());
     REQUIRE((*engine)->stats().max_speculative_k == 8);  // the MTP head loaded and the backend verifies drafts
-    struct Out {
-      std::vector<int32_t> tokens;
-      Event final_event;
-    };
-    auto run = [&](Request r) {
-      std::mutex mu;
-      std::condition_variable cv;
-      Out out;
-      bool done = false;
-      REQUIRE((*engine)->submit(r, [&](Event ev) {
-                         std::lock_guard lk(mu);
-                         out.tokens.insert(out.tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
-                         if (ev.finished) {
-                           out.final_event = std::move(ev);
-                           done = true;
-                           cv.notify_all();
-                         }
-                       }).is_ok());
-      std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return done; });
-      return out;
-    };
+    auto run = [&](const Request& r) { return run_request(**engine, r); };
     auto greedy = [](const RefPrompt& p) {
       Request r;
       r.prompt_ids = p.ids;
@@ -881,30 +884,11 @@ TEST_CASE("CUDA: rounds whose MTP passes follow the verify step on the device dr
   // embeds its rows through the id map, the first pass the verify step's ids); greedy output equal to plain decoding.
   int cc = 0;
   if (!have_gpu(&cc)) SKIP("no CUDA device");
-  struct Out {
-    std::vector<int32_t> tokens;
-    Event final_event;
-  };
   // One request at a time: both engines then plan the same steps (with several in flight, where the token budget
   // trims a round's drafts depends on timing).
   auto run_all = [](Engine& engine, const std::vector<Request>& requests) {
-    std::vector<Out> out(requests.size());
-    for (size_t i = 0; i < requests.size(); ++i) {
-      std::mutex mu;
-      std::condition_variable cv;
-      bool done = false;
-      REQUIRE(engine.submit(requests[i], [&, i](Event ev) {
-                      std::lock_guard lk(mu);
-                      out[i].tokens.insert(out[i].tokens.end(), ev.token_ids.begin(), ev.token_ids.end());
-                      if (ev.finished) {
-                        out[i].final_event = std::move(ev);
-                        done = true;
-                        cv.notify_all();
-                      }
-                    }).is_ok());
-      std::unique_lock lk(mu);
-      cv.wait(lk, [&] { return done; });
-    }
+    std::vector<Out> out;
+    for (const Request& r : requests) out.push_back(run_request(engine, r));
     return out;
   };
   for (const char* family : {"sm80", "sm70"}) {
