@@ -17,12 +17,12 @@ void StepBatch::clear() {
   complete_masks = nullptr;
 }
 
-void Backend::note_judged_step(const StepBatch& batch) {
-  if (std::none_of(batch.outputs.begin(), batch.outputs.end(), [](const OutputRow& o) { return (o.flags & kOutAccept) != 0; })) {
-    return;
-  }
+bool Backend::note_judged_step(const StepBatch& batch) {
+  const auto judges = [](const OutputRow& o) { return (o.flags & kOutAccept) != 0; };
+  if (std::none_of(batch.outputs.begin(), batch.outputs.end(), judges)) return false;
   judged_drafts_.clear();
   for (const kernels::SeqDesc& s : batch.seqs) judged_drafts_.push_back(s.n_draft);
+  return true;
 }
 
 Status Backend::check_shifts(const StepBatch& batch, std::string_view backend) const {

@@ -311,7 +311,8 @@ class Backend {
   // head's passes after a deferred verify step) so follows the actual ones. begin_step's bookkeeping: a step with
   // verify items records its sequences' draft counts (0 for the others); check_shifts refuses a shift naming a
   // sequence outside them, or one that could move a row out of its sequence or n_past below 0.
-  void note_judged_step(const StepBatch& batch);
+  // note_judged_step returns whether the step has verify items.
+  bool note_judged_step(const StepBatch& batch);
   Status check_shifts(const StepBatch& batch, std::string_view backend) const;
 
   std::vector<StepResult> deferred_;  // the default end_step_deferred()'s results

@@ -191,10 +191,7 @@ Status CpuBackend::begin_step(const StepBatch& batch) {
     for (size_t i = 0; i < rows.size(); ++i) shifted_.outputs[i].row = rows[i];
     batch_ = &shifted_;
   }
-  if (std::any_of(batch.outputs.begin(), batch.outputs.end(), [](const OutputRow& o) { return (o.flags & kOutAccept) != 0; })) {
-    note_judged_step(batch);
-    runs_.assign(2 * batch.seqs.size(), 0);  // sample_chunk writes each verify item's
-  }
+  if (note_judged_step(batch)) runs_.assign(2 * batch.seqs.size(), 0);  // sample_chunk writes each verify item's
   kernels::sampling::update_penalties_ref(penalties_, batch.tokens.data(), batch.seqs.data(),
                                           static_cast<int32_t>(batch.seqs.size()));
   result_.rows.resize(batch.outputs.size());
